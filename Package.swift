@@ -1,0 +1,43 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+/// Ferry: a peer-to-peer document replicator. One module per layer; each depends only on the
+/// layers below it (system libraries → FerryNet → FerryWebSocket → BLIP → store → sync → CLI).
+let package = Package(
+    name: "Ferry",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "FerryNet", targets: ["FerryNet"]),
+        .library(name: "FerryWebSocket", targets: ["FerryWebSocket"]),
+        .executable(name: "ferry-echo", targets: ["ferry-echo"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        // System libraries the user chose, found with pkg-config.
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl",
+                       providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3",
+                       providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib",
+                       providers: [.apt(["zlib1g-dev"])]),
+        // What Swift cannot import directly: packed epoll structs, eventfd, getrandom, masking.
+        .target(name: "CFerrySystem"),
+        .target(name: "FerryNet",
+                dependencies: ["CFerrySystem", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "FerryWebSocket",
+                dependencies: ["FerryNet", "CFerrySystem", "COpenSSL",
+                               .product(name: "Logging", package: "swift-log")]),
+        .executableTarget(name: "ferry-echo",
+                          dependencies: ["FerryWebSocket", "FerryNet",
+                                         .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                                         .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "FerryNetTests", dependencies: ["FerryNet"]),
+        .testTarget(name: "FerryWebSocketTests",
+                    dependencies: ["FerryWebSocket", "FerryNet"],
+                    resources: [.copy("Interop")]),
+    ],
+    swiftLanguageModes: [.v6]
+)

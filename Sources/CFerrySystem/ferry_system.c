@@ -1,0 +1,70 @@
+#define _GNU_SOURCE
+#include "ferry_system.h"
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <string.h>
+#include <errno.h>
+#include <time.h>
+
+const uint32_t FERRY_EPOLLIN = EPOLLIN, FERRY_EPOLLOUT = EPOLLOUT, FERRY_EPOLLERR = EPOLLERR,
+    FERRY_EPOLLHUP = EPOLLHUP, FERRY_EPOLLRDHUP = EPOLLRDHUP, FERRY_EPOLLET = EPOLLET;
+const int FERRY_EPOLL_CTL_ADD = EPOLL_CTL_ADD, FERRY_EPOLL_CTL_MOD = EPOLL_CTL_MOD,
+    FERRY_EPOLL_CTL_DEL = EPOLL_CTL_DEL;
+
+int ferry_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+
+int ferry_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t data) {
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.events = events;
+    ev.data.u64 = data;
+    return epoll_ctl(epfd, op, fd, &ev);
+}
+
+int ferry_epoll_wait(int epfd, uint64_t *datas, uint32_t *events, int max, int timeout_ms) {
+    struct epoll_event evs[256];
+    if (max > 256) max = 256;
+    int n;
+    do { n = epoll_wait(epfd, evs, max, timeout_ms); } while (n < 0 && errno == EINTR);
+    for (int i = 0; i < n; i++) { datas[i] = evs[i].data.u64; events[i] = evs[i].events; }
+    return n;
+}
+
+int ferry_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+int ferry_random_bytes(void *buf, size_t len) {
+    uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = getrandom(p, len, 0);
+        if (n < 0) { if (errno == EINTR) continue; return -1; }
+        p += n; len -= (size_t)n;
+    }
+    return 0;
+}
+
+size_t ferry_mask_copy(uint8_t *dst, const uint8_t *src, size_t len, const uint8_t key[4], size_t phase) {
+    size_t i = 0;
+    // Align the key phase to 0 byte by byte, then go eight bytes at a time (auto-vectorised).
+    while (i < len && (phase & 3) != 0) { dst[i] = src[i] ^ key[phase & 3]; i++; phase++; }
+    uint8_t k8[8] = {key[0], key[1], key[2], key[3], key[0], key[1], key[2], key[3]};
+    uint64_t kw; memcpy(&kw, k8, 8);
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w; memcpy(&w, src + i, 8); w ^= kw; memcpy(dst + i, &w, 8);
+    }
+    for (; i < len; i++) { dst[i] = src[i] ^ key[phase & 3]; phase++; }
+    return phase & 3;
+}
+
+size_t ferry_mask(uint8_t *buf, size_t len, const uint8_t key[4], size_t phase) {
+    return ferry_mask_copy(buf, buf, len, key, phase);
+}
+
+uint64_t ferry_monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int ferry_accept(int fd) { return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC); }

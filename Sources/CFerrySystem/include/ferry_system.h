@@ -1,0 +1,37 @@
+#ifndef FERRY_SYSTEM_H
+#define FERRY_SYSTEM_H
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/// epoll_event is a packed struct on x86_64, which Swift cannot import faithfully; these
+/// wrappers take and return its fields separately.
+int ferry_epoll_create(void);
+int ferry_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t data);
+/// Waits for events; writes up to `max` (data, events) pairs. Returns the count or -1 (errno).
+int ferry_epoll_wait(int epfd, uint64_t *datas, uint32_t *events, int max, int timeout_ms);
+
+extern const uint32_t FERRY_EPOLLIN, FERRY_EPOLLOUT, FERRY_EPOLLERR, FERRY_EPOLLHUP,
+    FERRY_EPOLLRDHUP, FERRY_EPOLLET;
+extern const int FERRY_EPOLL_CTL_ADD, FERRY_EPOLL_CTL_MOD, FERRY_EPOLL_CTL_DEL;
+
+/// accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC (glibc declares accept4 only under _GNU_SOURCE).
+int ferry_accept(int fd);
+
+/// A non-blocking, close-on-exec eventfd used to wake an event loop.
+int ferry_eventfd(void);
+
+/// Fills `buf` with `len` bytes from the kernel CSPRNG (getrandom). Returns 0 or -1.
+int ferry_random_bytes(void *buf, size_t len);
+
+/// XORs `len` bytes at `buf` with the 4-byte WebSocket masking key, starting at key phase
+/// `phase` (0...3), eight bytes at a time. Returns the phase after the last byte.
+size_t ferry_mask(uint8_t *buf, size_t len, const uint8_t key[4], size_t phase);
+
+/// Same as ferry_mask but reads `src` and writes `dst` (which may not overlap unless equal).
+size_t ferry_mask_copy(uint8_t *dst, const uint8_t *src, size_t len, const uint8_t key[4], size_t phase);
+
+/// Monotonic clock in nanoseconds.
+uint64_t ferry_monotonic_ns(void);
+
+#endif

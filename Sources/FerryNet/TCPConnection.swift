@@ -1,0 +1,327 @@
+import CFerrySystem
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Receives the events of one TCP connection. Every method is called on the connection's
+/// event loop thread.
+public protocol ConnectionHandler: AnyObject {
+    /// Bytes arrived. The buffer is borrowed (the loop's shared read buffer) and valid only
+    /// during the call; the handler may modify it in place (e.g. to unmask) and must copy what
+    /// it keeps.
+    func connectionRead(_ connection: TCPConnection, _ bytes: UnsafeMutableRawBufferPointer)
+    /// The write queue crossed a watermark: `false` above the high mark (stop producing),
+    /// `true` once it has drained below the low mark.
+    func connectionWritabilityChanged(_ connection: TCPConnection, writable: Bool)
+    /// The peer closed its sending side (EOF). The connection closes after pending writes
+    /// flush unless the handler closes it first.
+    func connectionInputClosed(_ connection: TCPConnection)
+    /// The connection is closed; `error` is nil for an orderly close. Called exactly once.
+    func connectionClosed(_ connection: TCPConnection, error: NetError?)
+}
+
+/// Options for a TCP connection.
+public struct ConnectionOptions: Sendable {
+    /// Above this many queued bytes the connection reports not writable.
+    public var writeHighWaterMark = 256 * 1024
+    /// Below this many queued bytes it reports writable again.
+    public var writeLowWaterMark = 64 * 1024
+    /// Disables Nagle's algorithm (the default: messages are latency-sensitive).
+    public var noDelay = true
+    /// Creates the default options.
+    public init() {}
+}
+
+/// A non-blocking TCP connection owned by one event loop. All methods must be called on that
+/// loop; use `loop.execute` from elsewhere.
+///
+/// Safety of `@unchecked Sendable`: instances are handed between threads only to be used on
+/// `loop` (every mutating entry point asserts `preconditionInLoop`).
+public final class TCPConnection: Selectable, @unchecked Sendable {
+    /// The loop that owns this connection.
+    public let loop: EventLoop
+    /// The handler that receives this connection's events.
+    public weak var handler: ConnectionHandler?
+    /// Strong reference kept while the connection is open, so a handler lives as long as it.
+    private var handlerRetain: ConnectionHandler?
+    private var fd: Int32
+    private var pending = PendingWrites()
+    private let options: ConnectionOptions
+    private var started = false
+    private var readingPaused = false
+    private var wantWritable = false
+    private var writableFlag = true
+    private var closeWhenFlushed = false
+    private var inRead = false
+    /// True once the connection is closed.
+    public private(set) var isClosed = false
+    /// The peer's address, when known.
+    public let remoteAddress: SocketAddress?
+    /// The local address, when known.
+    public let localAddress: SocketAddress?
+
+    init(fd: Int32, loop: EventLoop, options: ConnectionOptions) {
+        self.fd = fd
+        self.loop = loop
+        self.options = options
+        remoteAddress = Socket.peerAddress(fd)
+        localAddress = Socket.localAddress(fd)
+        if options.noDelay { Socket.setNoDelay(fd) }
+    }
+
+    deinit { if fd >= 0 { Glibc.close(fd) } }
+
+    /// Bytes queued for writing.
+    public var bufferedByteCount: Int { pending.byteCount }
+
+    /// Whether the write queue is below its high watermark.
+    public var isWritable: Bool { writableFlag }
+
+    /// Starts delivering events to `handler`, which the connection retains until it closes.
+    public func start(handler: ConnectionHandler) {
+        loop.preconditionInLoop()
+        precondition(!started, "start called twice")
+        started = true
+        self.handler = handler
+        handlerRetain = handler
+        do {
+            try loop.register(fd: fd, self, readable: true, writable: !pending.isEmpty)
+        } catch {
+            closeNow(error: error)
+            return
+        }
+        loop.onShutdown(self) { [weak self] in self?.closeNow(error: .loopShutDown) }
+        if !pending.isEmpty { flushNow() }
+    }
+
+    /// Hands the connection to another handler (after a protocol upgrade, for instance).
+    public func replaceHandler(_ newHandler: ConnectionHandler) {
+        loop.preconditionInLoop()
+        handler = newHandler
+        if !isClosed { handlerRetain = newHandler }
+    }
+
+    /// Queues bytes (copied) for writing; flushed at the end of the current read callback or
+    /// at once when not in one.
+    public func write(_ bytes: UnsafeRawBufferPointer) {
+        loop.preconditionInLoop()
+        guard !isClosed else { return }
+        pending.append(bytes)
+        afterEnqueue()
+    }
+
+    /// Queues a chunk for writing; a large chunk is queued without copying.
+    public func write(_ bytes: [UInt8]) {
+        loop.preconditionInLoop()
+        guard !isClosed else { return }
+        pending.append(bytes)
+        afterEnqueue()
+    }
+
+    private func afterEnqueue() {
+        if writableFlag && pending.byteCount > options.writeHighWaterMark {
+            writableFlag = false
+            handler?.connectionWritabilityChanged(self, writable: false)
+        }
+        if !inRead && started { flushNow() }
+    }
+
+    /// Stops reading from the socket (inbound backpressure) until `resumeReading()`.
+    public func pauseReading() {
+        loop.preconditionInLoop()
+        guard !readingPaused, !isClosed else { return }
+        readingPaused = true
+        if started { loop.reregister(fd: fd, readable: false, writable: wantWritable) }
+    }
+
+    /// Resumes reading after `pauseReading()`.
+    public func resumeReading() {
+        loop.preconditionInLoop()
+        guard readingPaused, !isClosed else { return }
+        readingPaused = false
+        if started { loop.reregister(fd: fd, readable: true, writable: wantWritable) }
+    }
+
+    /// Closes after every queued byte is written (an orderly close).
+    public func close() {
+        loop.preconditionInLoop()
+        guard !isClosed else { return }
+        closeWhenFlushed = true
+        if !inRead { flushNow() }
+    }
+
+    /// Closes at once, dropping queued bytes; the handler sees `error`.
+    public func abort(_ error: NetError? = nil) {
+        loop.preconditionInLoop()
+        closeNow(error: error)
+    }
+
+    /// Shuts down the sending side after queued bytes are written (TCP half-close).
+    public func shutdownOutput() {
+        loop.preconditionInLoop()
+        guard !isClosed else { return }
+        flushNow()
+        if pending.isEmpty { _ = Glibc.shutdown(fd, Int32(SHUT_WR)) }
+    }
+
+    // MARK: Selectable
+
+    public func readable() {
+        guard !isClosed else { return }
+        let buf = loop.sharedReadBuffer
+        inRead = true
+        var reads = 0
+        while !isClosed && !readingPaused {
+            let n = Glibc.read(fd, buf.baseAddress, buf.count)
+            if n > 0 {
+                handler?.connectionRead(self, UnsafeMutableRawBufferPointer(start: buf.baseAddress, count: n))
+                reads += 1
+                // Level-triggered: leave the rest for the next turn so other sockets get served.
+                if n < buf.count || reads >= 4 { break }
+            } else if n == 0 {
+                inRead = false
+                inputClosed()
+                return
+            } else {
+                let e = errno
+                if e == EINTR { continue }
+                inRead = false
+                if e != EAGAIN && e != EWOULDBLOCK { closeNow(error: .from(errno: e, operation: "read")) }
+                else { flushNow() }
+                return
+            }
+        }
+        inRead = false
+        flushNow()
+    }
+
+    public func writable() {
+        flushNow()
+    }
+
+    private func inputClosed() {
+        if !readingPaused { readingPaused = true; loop.reregister(fd: fd, readable: false, writable: wantWritable) }
+        handler?.connectionInputClosed(self)
+        if !isClosed { close() }
+    }
+
+    private func flushNow() {
+        guard !isClosed, started else { return }
+        if !pending.isEmpty {
+            if let e = pending.flush(fd: fd) {
+                closeNow(error: .from(errno: e, operation: "writev"))
+                return
+            }
+        }
+        let needOut = !pending.isEmpty
+        if needOut != wantWritable {
+            wantWritable = needOut
+            loop.reregister(fd: fd, readable: !readingPaused, writable: needOut)
+        }
+        if !writableFlag && pending.byteCount <= options.writeLowWaterMark {
+            writableFlag = true
+            handler?.connectionWritabilityChanged(self, writable: true)
+        }
+        if closeWhenFlushed && pending.isEmpty && !isClosed { closeNow(error: nil) }
+    }
+
+    private func closeNow(error: NetError?) {
+        guard !isClosed else { return }
+        isClosed = true
+        if started {
+            loop.deregister(fd: fd)
+            loop.removeShutdownHook(self)
+        }
+        pending.removeAll()
+        Glibc.close(fd)
+        fd = -1
+        let h = handlerRetain
+        handlerRetain = nil
+        h?.connectionClosed(self, error: error)
+    }
+}
+
+extension TCPConnection {
+    /// Connects to `address` on `loop`; `completion` runs on the loop with the connection (not
+    /// yet started) or the error. Fails with `.timedOut` after `timeout` seconds.
+    public static func connect(to address: SocketAddress, on loop: EventLoop, timeout: Double = 10,
+                               options: ConnectionOptions = ConnectionOptions(),
+                               _ completion: @escaping @Sendable (Result<TCPConnection, NetError>) -> Void) {
+        let accepted = loop.execute {
+            let fd: Int32
+            do throws(NetError) { fd = try Socket.make(family: address.family) } catch { completion(.failure(error)); return }
+            let rc = address.withSockAddr { Glibc.connect(fd, $0, $1) }
+            if rc == 0 {
+                completion(.success(TCPConnection(fd: fd, loop: loop, options: options)))
+                return
+            }
+            let e = errno
+            if e != EINPROGRESS {
+                Glibc.close(fd)
+                completion(.failure(.from(errno: e, operation: "connect")))
+                return
+            }
+            let pendingConnect = PendingConnect(fd: fd, loop: loop, options: options, completion: completion)
+            do throws(NetError) { try loop.register(fd: fd, pendingConnect, readable: false, writable: true) } catch {
+                Glibc.close(fd); completion(.failure(error)); return
+            }
+            pendingConnect.timer = loop.schedule(after: timeout) { [weak pendingConnect] in
+                pendingConnect?.finish(.timedOut)
+            }
+            loop.onShutdown(pendingConnect) { [weak pendingConnect] in pendingConnect?.finish(.loopShutDown) }
+        }
+        if !accepted { completion(.failure(.loopShutDown)) }
+    }
+
+    /// Resolves `host` and connects to its addresses in turn until one answers.
+    public static func connect(host: String, port: Int, on loop: EventLoop, timeout: Double = 10,
+                               options: ConnectionOptions = ConnectionOptions()) async throws(NetError) -> TCPConnection {
+        let addresses = try await Resolver.resolve(host: host, port: port)
+        var lastError = NetError.connectionRefused
+        for a in addresses {
+            let r: Result<TCPConnection, NetError> = await withCheckedContinuation { c in
+                connect(to: a, on: loop, timeout: timeout, options: options) { c.resume(returning: $0) }
+            }
+            switch r {
+            case .success(let conn): return conn
+            case .failure(let e): lastError = e
+            }
+        }
+        throw lastError
+    }
+}
+
+/// A connect in progress: waits for writability, then checks SO_ERROR.
+private final class PendingConnect: Selectable {
+    let fd: Int32
+    let loop: EventLoop
+    let options: ConnectionOptions
+    var completion: (@Sendable (Result<TCPConnection, NetError>) -> Void)?
+    var timer: TimerHandle?
+
+    init(fd: Int32, loop: EventLoop, options: ConnectionOptions,
+         completion: @escaping @Sendable (Result<TCPConnection, NetError>) -> Void) {
+        self.fd = fd; self.loop = loop; self.options = options; self.completion = completion
+    }
+
+    func readable() { writable() }
+
+    func writable() {
+        let e = Socket.pendingError(fd)
+        finish(e == 0 ? nil : .from(errno: e, operation: "connect"))
+    }
+
+    func finish(_ error: NetError?) {
+        guard let c = completion else { return }
+        completion = nil
+        loop.deregister(fd: fd)
+        loop.removeShutdownHook(self)
+        if let t = timer { loop.cancel(t) }
+        if let error {
+            Glibc.close(fd)
+            c(.failure(error))
+        } else {
+            c(.success(TCPConnection(fd: fd, loop: loop, options: options)))
+        }
+    }
+}

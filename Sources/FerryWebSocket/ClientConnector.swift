@@ -1,0 +1,126 @@
+import FerryNet
+
+/// Opens client WebSocket connections at loop level: TCP connect, upgrade request, response
+/// checks (status, `Sec-WebSocket-Accept`, subprotocol), all within the handshake timeout.
+public enum ClientConnector {
+    /// Connects to `url`; on success the connection is open and `handler` receives its events
+    /// (its `webSocketDidOpen` runs before `completion`). `completion` runs on the loop.
+    public static func connect(to url: WebSocketURL, on loop: EventLoop,
+                               configuration: WebSocketConfiguration = WebSocketConfiguration(),
+                               handler: WebSocketHandler,
+                               completion: @escaping @Sendable (Result<WebSocketConnection, WebSocketError>) -> Void) {
+        // The handler is used on `loop` only; the box carries it there.
+        let box = UncheckedBox(handler)
+        Task {
+            if url.secure {
+                loop.execute { completion(.failure(.invalidURL("wss:// needs TLS, which this build does not provide yet"))) }
+                return
+            }
+            let addresses: [SocketAddress]
+            do throws(NetError) { addresses = try await Resolver.resolve(host: url.host, port: url.port) } catch {
+                loop.execute { completion(.failure(.transport(error))) }
+                return
+            }
+            loop.execute {
+                attempt(addresses[...], url: url, loop: loop, configuration: configuration,
+                        handler: box.value, lastError: .transport(.connectionRefused), completion: completion)
+            }
+        }
+    }
+
+    private static func attempt(_ addresses: ArraySlice<SocketAddress>, url: WebSocketURL, loop: EventLoop,
+                                configuration: WebSocketConfiguration, handler: WebSocketHandler,
+                                lastError: WebSocketError,
+                                completion: @escaping @Sendable (Result<WebSocketConnection, WebSocketError>) -> Void) {
+        guard let address = addresses.first else { completion(.failure(lastError)); return }
+        var options = ConnectionOptions()
+        options.writeHighWaterMark = configuration.writeHighWaterMark
+        options.writeLowWaterMark = configuration.writeHighWaterMark / 4
+        let box = UncheckedBox(handler)
+        TCPConnection.connect(to: address, on: loop, timeout: configuration.handshakeTimeout, options: options) { result in
+            switch result {
+            case .failure(let e):
+                attempt(addresses.dropFirst(), url: url, loop: loop, configuration: configuration,
+                        handler: box.value, lastError: .transport(e), completion: completion)
+            case .success(let tcp):
+                let upgrader = ClientUpgrader(url: url, configuration: configuration, handler: box.value, completion: completion)
+                upgrader.start(tcp)
+            }
+        }
+    }
+}
+
+/// Carries a loop-confined reference into a `@Sendable` closure that runs on the same loop.
+/// Safety of `@unchecked Sendable`: every use site dereferences it only on the owning loop.
+struct UncheckedBox<T>: @unchecked Sendable {
+    let value: T
+    init(_ v: T) { value = v }
+}
+
+/// Sends the upgrade request and checks the response. Loop-confined.
+final class ClientUpgrader: ConnectionHandler {
+    private let handshake: ClientHandshake
+    private let url: WebSocketURL
+    private let configuration: WebSocketConfiguration
+    private let handler: WebSocketHandler
+    private var completion: (@Sendable (Result<WebSocketConnection, WebSocketError>) -> Void)?
+    private var parser: HTTPHeadParser
+    private var timer: TimerHandle?
+    private var failure: WebSocketError?
+
+    init(url: WebSocketURL, configuration: WebSocketConfiguration, handler: WebSocketHandler,
+         completion: @escaping @Sendable (Result<WebSocketConnection, WebSocketError>) -> Void) {
+        self.url = url
+        self.configuration = configuration
+        self.handler = handler
+        self.completion = completion
+        handshake = ClientHandshake(subprotocols: configuration.subprotocols)
+        parser = HTTPHeadParser(maxSize: configuration.maxHeaderSize)
+    }
+
+    func start(_ tcp: TCPConnection) {
+        tcp.start(handler: self)
+        guard !tcp.isClosed else { return }
+        timer = tcp.loop.schedule(after: configuration.handshakeTimeout) { [weak self, weak tcp] in
+            guard let self, let tcp else { return }
+            self.fail(tcp, .timedOut)
+        }
+        tcp.write(handshake.request(hostHeader: url.hostHeader, target: url.target, headers: configuration.extraHeaders))
+    }
+
+    private func fail(_ tcp: TCPConnection, _ error: WebSocketError) {
+        failure = error
+        tcp.abort(nil)
+    }
+
+    func connectionRead(_ tcp: TCPConnection, _ bytes: UnsafeMutableRawBufferPointer) {
+        guard completion != nil else { return }
+        do {
+            guard let (head, rest) = try parser.feed(UnsafeRawBufferPointer(bytes)) else { return }
+            let response = try HTTPHeadParser.parseResponse(head)
+            let subprotocol = try handshake.validate(response)
+            if let t = timer { tcp.loop.cancel(t); timer = nil }
+            let ws = WebSocketConnection(tcp: tcp, role: .client, configuration: configuration,
+                                         subprotocol: subprotocol, request: nil, handler: handler)
+            let c = completion
+            completion = nil
+            ws.start(leftover: [])
+            c?(.success(ws))
+            if !rest.isEmpty && !tcp.isClosed {
+                var copy = rest
+                copy.withUnsafeMutableBytes { ws.connectionRead(tcp, $0) }
+            }
+        } catch {
+            fail(tcp, error)
+        }
+    }
+
+    func connectionWritabilityChanged(_ connection: TCPConnection, writable: Bool) {}
+    func connectionInputClosed(_ connection: TCPConnection) {}
+    func connectionClosed(_ tcp: TCPConnection, error: NetError?) {
+        if let t = timer { tcp.loop.cancel(t); timer = nil }
+        guard let c = completion else { return }
+        completion = nil
+        c(.failure(failure ?? error.map { .transport($0) } ?? .invalidUpgradeResponse("connection closed during the handshake")))
+    }
+}

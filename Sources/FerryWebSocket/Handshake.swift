@@ -1,0 +1,151 @@
+import COpenSSL
+import CFerrySystem
+import Foundation
+
+/// Shared pieces of the RFC 6455 opening handshake.
+public enum Handshake {
+    /// The GUID appended to the key before hashing (RFC 6455 §1.3).
+    public static let guid = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+    /// `Sec-WebSocket-Accept` for a `Sec-WebSocket-Key`: base64(SHA-1(key + GUID)).
+    public static func acceptValue(forKey key: String) -> String {
+        let input = Array((key + guid).utf8)
+        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var len: UInt32 = 0
+        _ = EVP_Digest(input, input.count, &digest, &len, EVP_sha1(), nil)
+        return Data(digest[..<Int(len)]).base64EncodedString()
+    }
+
+    /// A fresh `Sec-WebSocket-Key`: 16 bytes from the kernel CSPRNG, base64.
+    public static func randomKey() -> String {
+        var bytes = [UInt8](repeating: 0, count: 16)
+        if ferry_random_bytes(&bytes, 16) != 0 {
+            for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255) }
+        }
+        return Data(bytes).base64EncodedString()
+    }
+
+    static func reasonPhrase(_ status: Int) -> String {
+        switch status {
+        case 101: return "Switching Protocols"
+        case 400: return "Bad Request"
+        case 401: return "Unauthorized"
+        case 403: return "Forbidden"
+        case 404: return "Not Found"
+        case 405: return "Method Not Allowed"
+        case 408: return "Request Timeout"
+        case 426: return "Upgrade Required"
+        case 429: return "Too Many Requests"
+        case 431: return "Request Header Fields Too Large"
+        case 500: return "Internal Server Error"
+        case 503: return "Service Unavailable"
+        default: return "Error"
+        }
+    }
+
+    /// A complete HTTP error response with a plain-text body and `Connection: close`.
+    public static func errorResponse(status: Int, message: String, headers: HTTPHeaders = HTTPHeaders()) -> [UInt8] {
+        let body = message + "\n"
+        var s = "HTTP/1.1 \(status) \(reasonPhrase(status))\r\n"
+        for h in headers { s += "\(h.name): \(h.value)\r\n" }
+        s += "Content-Type: text/plain; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
+        return Array((s + body).utf8)
+    }
+}
+
+/// The server's side of the handshake (RFC 6455 §4.2): validates a request and writes the answer.
+public enum ServerHandshake {
+    /// What a valid upgrade request asks for.
+    public struct Offer: Sendable {
+        /// The `Sec-WebSocket-Accept` value to answer with.
+        public var acceptValue: String
+        /// The subprotocols the client offered, in its order of preference.
+        public var subprotocols: [String]
+        /// The raw `Sec-WebSocket-Extensions` offers.
+        public var extensions: [String]
+    }
+
+    /// Validates an upgrade request. Throws `.badHandshake` with the HTTP status to answer.
+    public static func validate(_ req: HTTPRequestHead) throws(WebSocketError) -> Offer {
+        guard req.method == "GET" else { throw .badHandshake(status: 405, reason: "method \(req.method) is not GET") }
+        guard req.version == "HTTP/1.1" || req.version.hasPrefix("HTTP/1.") && req.version != "HTTP/1.0" else {
+            throw .badHandshake(status: 400, reason: "HTTP/1.1 or later is required")
+        }
+        guard req.headers["Host"] != nil else { throw .badHandshake(status: 400, reason: "missing Host header") }
+        guard req.headers.tokens("Upgrade").contains(where: { $0.caseInsensitiveEquals("websocket") }) else {
+            throw .badHandshake(status: 426, reason: "this endpoint speaks WebSocket only (Upgrade: websocket required)")
+        }
+        guard req.headers.tokens("Connection").contains(where: { $0.caseInsensitiveEquals("upgrade") }) else {
+            throw .badHandshake(status: 400, reason: "Connection header must contain Upgrade")
+        }
+        guard req.headers.values("Sec-WebSocket-Version").count == 1, req.headers["Sec-WebSocket-Version"] == "13" else {
+            throw .badHandshake(status: 426, reason: "unsupported Sec-WebSocket-Version (13 required)")
+        }
+        let keys = req.headers.values("Sec-WebSocket-Key")
+        guard keys.count == 1, let decoded = Data(base64Encoded: keys[0]), decoded.count == 16 else {
+            throw .badHandshake(status: 400, reason: "Sec-WebSocket-Key must be 16 bytes in base64")
+        }
+        return Offer(acceptValue: Handshake.acceptValue(forKey: keys[0]),
+                     subprotocols: req.headers.tokens("Sec-WebSocket-Protocol"),
+                     extensions: req.headers.values("Sec-WebSocket-Extensions"))
+    }
+
+    /// The `101 Switching Protocols` answer.
+    public static func acceptResponse(acceptValue: String, subprotocol: String?, extensions: String? = nil,
+                                      headers: HTTPHeaders = HTTPHeaders()) -> [UInt8] {
+        var s = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: \(acceptValue)\r\n"
+        if let p = subprotocol { s += "Sec-WebSocket-Protocol: \(p)\r\n" }
+        if let e = extensions { s += "Sec-WebSocket-Extensions: \(e)\r\n" }
+        for h in headers { s += "\(h.name): \(h.value)\r\n" }
+        s += "\r\n"
+        return Array(s.utf8)
+    }
+}
+
+/// The client's side of the handshake (RFC 6455 §4.1): writes the request, checks the answer.
+public struct ClientHandshake: Sendable {
+    /// The `Sec-WebSocket-Key` sent.
+    public let key: String
+    /// The subprotocols offered, in preference order.
+    public let subprotocols: [String]
+
+    /// Creates a handshake with a fresh random key (or a fixed one, for golden vectors).
+    public init(subprotocols: [String] = [], key: String = Handshake.randomKey()) {
+        self.key = key; self.subprotocols = subprotocols
+    }
+
+    /// The request bytes. `hostHeader` is `host[:port]`.
+    public func request(hostHeader: String, target: String, headers: HTTPHeaders = HTTPHeaders()) -> [UInt8] {
+        var s = "GET \(target) HTTP/1.1\r\nHost: \(hostHeader)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        s += "Sec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
+        if !subprotocols.isEmpty { s += "Sec-WebSocket-Protocol: \(subprotocols.joined(separator: ","))\r\n" }
+        for h in headers { s += "\(h.name): \(h.value)\r\n" }
+        s += "\r\n"
+        return Array(s.utf8)
+    }
+
+    /// Checks the server's answer; returns the subprotocol it chose (nil if none).
+    public func validate(_ response: HTTPResponseHead) throws(WebSocketError) -> String? {
+        guard response.status == 101 else {
+            throw .upgradeRejected(status: response.status, reason: response.reason, headers: response.headers.fields)
+        }
+        guard response.headers.tokens("Upgrade").contains(where: { $0.caseInsensitiveEquals("websocket") }) else {
+            throw .invalidUpgradeResponse("missing Upgrade: websocket")
+        }
+        guard response.headers.tokens("Connection").contains(where: { $0.caseInsensitiveEquals("upgrade") }) else {
+            throw .invalidUpgradeResponse("missing Connection: Upgrade")
+        }
+        guard response.headers["Sec-WebSocket-Accept"] == Handshake.acceptValue(forKey: key) else {
+            throw .invalidUpgradeResponse("wrong Sec-WebSocket-Accept")
+        }
+        if !response.headers.values("Sec-WebSocket-Extensions").isEmpty {
+            throw .invalidUpgradeResponse("server chose an extension that was not offered")
+        }
+        let chosen = response.headers.values("Sec-WebSocket-Protocol")
+        if chosen.isEmpty { return nil }
+        guard chosen.count == 1, subprotocols.contains(chosen[0]) else {
+            throw .invalidUpgradeResponse("server chose subprotocol \(chosen.joined(separator: ",")) that was not offered")
+        }
+        return chosen[0]
+    }
+}

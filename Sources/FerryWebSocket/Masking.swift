@@ -1,0 +1,28 @@
+import CFerrySystem
+
+/// Applies a WebSocket masking key (RFC 6455 §5.3), eight bytes at a time.
+public enum Masking {
+    /// XORs `bytes` in place with `key`, starting at key phase `phase`; returns the next phase.
+    @discardableResult
+    public static func apply(key: (UInt8, UInt8, UInt8, UInt8), to bytes: UnsafeMutableRawBufferPointer, phase: Int = 0) -> Int {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return phase }
+        var k = [key.0, key.1, key.2, key.3]
+        return Int(ferry_mask(base.assumingMemoryBound(to: UInt8.self), bytes.count, &k, phase))
+    }
+
+    /// XORs an array in place with `key`.
+    public static func apply(key: (UInt8, UInt8, UInt8, UInt8), to bytes: inout [UInt8]) {
+        bytes.withUnsafeMutableBytes { _ = apply(key: key, to: $0) }
+    }
+
+    /// A fresh masking key from the kernel CSPRNG.
+    public static func randomKey() -> (UInt8, UInt8, UInt8, UInt8) {
+        var k: UInt32 = 0
+        if ferry_random_bytes(&k, 4) != 0 {
+            // getrandom cannot fail for 4 bytes after boot; fall back to the Swift CSPRNG anyway.
+            k = UInt32.random(in: .min ... .max)
+        }
+        return (UInt8(truncatingIfNeeded: k), UInt8(truncatingIfNeeded: k >> 8),
+                UInt8(truncatingIfNeeded: k >> 16), UInt8(truncatingIfNeeded: k >> 24))
+    }
+}

@@ -1,0 +1,31 @@
+import FerryNet
+
+/// What a server's upgrade hook sees: the request, the offered subprotocols, the peer.
+public struct UpgradeRequest: Sendable {
+    /// The HTTP request head.
+    public let head: HTTPRequestHead
+    /// The subprotocols the client offered, in its order of preference.
+    public let offeredSubprotocols: [String]
+    /// The peer's address.
+    public let remoteAddress: SocketAddress?
+
+    /// The request path, without the query.
+    public var path: String { head.path }
+    /// The request headers.
+    public var headers: HTTPHeaders { head.headers }
+
+    /// The first client-offered subprotocol that is in `supported` (client preference wins,
+    /// as Couchbase's go-blip and most servers choose).
+    public func negotiateSubprotocol(_ supported: [String]) -> String? {
+        offeredSubprotocols.first { supported.contains($0) }
+    }
+}
+
+/// A server's answer to an upgrade request, at loop level.
+public enum UpgradeDecision {
+    /// Accept: answer 101 with this subprotocol and extra headers; `handler` receives the
+    /// connection's events.
+    case accept(subprotocol: String?, headers: HTTPHeaders = HTTPHeaders(), handler: WebSocketHandler)
+    /// Refuse with an HTTP status (e.g. 401 with `WWW-Authenticate`, 404 for an unknown path).
+    case refuse(status: Int, message: String, headers: HTTPHeaders = HTTPHeaders())
+}

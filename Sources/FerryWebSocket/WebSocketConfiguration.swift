@@ -1,0 +1,32 @@
+/// Limits and timers of a WebSocket connection or server. A value type: copy and adjust.
+public struct WebSocketConfiguration: Sendable {
+    /// The largest frame payload accepted; larger frames close with 1009. Default 16 MiB.
+    public var maxFrameSize = 16 << 20
+    /// The largest message (all fragments) accepted; larger ones close with 1009. Default 16 MiB.
+    public var maxMessageSize = 16 << 20
+    /// The largest HTTP head accepted during the upgrade; larger ones get 431 (server) or fail
+    /// the connect (client). Default 16 KiB.
+    public var maxHeaderSize = 16 * 1024
+    /// Seconds allowed for the whole opening handshake (slowloris guard). Default 10.
+    public var handshakeTimeout = 10.0
+    /// Seconds to wait for the peer's close frame or TCP close after we sent ours. Default 5.
+    public var closeTimeout = 5.0
+    /// When set, a ping is sent after this many idle seconds. Default nil (off).
+    public var pingInterval: Double? = nil
+    /// Seconds to wait for a pong to a keep-alive ping before closing with 1011. Default 20.
+    public var pingTimeout = 20.0
+    /// Server only: connections (handshaking or open) beyond this get HTTP 503. Default 100,000.
+    public var maxConnections = 100_000
+    /// Subprotocols offered (client) or supported (server), in preference order.
+    public var subprotocols: [String] = []
+    /// Extra request headers (client) or response headers (server).
+    public var extraHeaders = HTTPHeaders()
+    /// Bytes of queued output above which `send` suspends (async API) and the loop-level
+    /// handler is told it is not writable. Default 256 KiB.
+    public var writeHighWaterMark = 256 * 1024
+    /// Inbound messages buffered for an async reader before reading from the socket pauses.
+    public var inboundBufferLimit = 64
+
+    /// The defaults.
+    public init() {}
+}

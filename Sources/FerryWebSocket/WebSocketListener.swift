@@ -1,0 +1,66 @@
+import FerryNet
+import Logging
+import Synchronization
+
+/// A WebSocket server at loop level: accepts TCP connections, runs the upgrade (with the
+/// handshake timeout, header limit and connection limit of its configuration) and asks the
+/// upgrade hook, on the connection's loop, whether and how to accept.
+public final class WebSocketListener: Sendable {
+    /// Decides each upgrade; runs on the new connection's loop thread.
+    public typealias UpgradeHook = @Sendable (UpgradeRequest, EventLoop) -> UpgradeDecision
+
+    private let tcp: TCPListener
+    private let openConnections: Counter
+    /// The address bound (with the real port when 0 was asked for).
+    public var boundAddress: SocketAddress { tcp.boundAddress }
+    /// The port bound.
+    public var port: Int { tcp.boundAddress.port }
+    /// Connections currently handshaking or open.
+    public var connectionCount: Int { openConnections.value.load(ordering: .relaxed) }
+
+    final class Counter: Sendable { let value = Atomic<Int>(0) }
+
+    private init(tcp: TCPListener, counter: Counter) { self.tcp = tcp; openConnections = counter }
+
+    /// Binds `host`:`port` (0 = any free port) and starts serving on `group`'s loops.
+    public static func bind(host: String, port: Int, group: EventLoopGroup,
+                            configuration: WebSocketConfiguration = WebSocketConfiguration(),
+                            logger: Logger = Logger(label: "ferry.websocket"),
+                            upgrade: @escaping UpgradeHook) async throws(NetError) -> WebSocketListener {
+        let counter = Counter()
+        var options = ConnectionOptions()
+        options.writeHighWaterMark = configuration.writeHighWaterMark
+        options.writeLowWaterMark = configuration.writeHighWaterMark / 4
+        let listener = try await TCPListener.bind(host: host, port: port, group: group, options: options) { tcp in
+            let n = counter.value.wrappingAdd(1, ordering: .relaxed).newValue
+            let release: () -> Void = { counter.value.wrappingSubtract(1, ordering: .relaxed) }
+            if n > configuration.maxConnections {
+                logger.warning("connection limit reached", metadata: ["limit": "\(configuration.maxConnections)"])
+                let refuser = Refuser(onFinish: release)
+                tcp.start(handler: refuser)
+                tcp.write(Handshake.errorResponse(status: 503, message: "too many connections",
+                                                  headers: HTTPHeaders([("Retry-After", "1")])))
+                tcp.close()
+                return
+            }
+            let loop = tcp.loop
+            let upgrader = ServerUpgrader(configuration: configuration, logger: logger,
+                                          hook: { upgrade($0, loop) }, onFinish: release)
+            upgrader.start(tcp)
+        }
+        return WebSocketListener(tcp: listener, counter: counter)
+    }
+
+    /// Stops accepting new connections; open ones are not touched.
+    public func close() async { await tcp.close() }
+}
+
+/// Drains and discards input on a connection that was refused before its handshake.
+private final class Refuser: ConnectionHandler {
+    let onFinish: () -> Void
+    init(onFinish: @escaping () -> Void) { self.onFinish = onFinish }
+    func connectionRead(_ connection: TCPConnection, _ bytes: UnsafeMutableRawBufferPointer) {}
+    func connectionWritabilityChanged(_ connection: TCPConnection, writable: Bool) {}
+    func connectionInputClosed(_ connection: TCPConnection) {}
+    func connectionClosed(_ connection: TCPConnection, error: NetError?) { onFinish() }
+}

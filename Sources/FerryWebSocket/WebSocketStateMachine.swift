@@ -1,0 +1,340 @@
+import CFerrySystem
+
+/// The kind of a data message.
+public enum MessageKind: Sendable, Equatable {
+    /// UTF-8 text (validated before delivery).
+    case text
+    /// Arbitrary bytes.
+    case binary
+}
+
+/// What the state machine found in the received bytes. Payload pointers are borrowed: valid
+/// only during the callback.
+public enum WebSocketEvent {
+    /// A complete message.
+    case message(MessageKind, UnsafeRawBufferPointer)
+    /// A ping (a pong has already been queued).
+    case ping(UnsafeRawBufferPointer)
+    /// A pong.
+    case pong(UnsafeRawBufferPointer)
+    /// The peer's close frame arrived. `code` is nil when the frame had none (1005).
+    /// If we had not sent a close, the echo has been queued.
+    case closeReceived(code: CloseCode?, reason: String)
+    /// The peer broke the protocol; a close frame with `error.closeCode` has been queued and
+    /// further input is ignored.
+    case failed(WebSocketError)
+}
+
+/// The sans-I/O core of one WebSocket connection (RFC 6455 §5–7): fed received bytes, it
+/// reports events; asked to send, it writes frames to `output`. It owns framing,
+/// fragmentation, masking, UTF-8 validation, limits and the close handshake, and nothing
+/// about sockets, threads or clocks. Not thread-safe: one owner drives it.
+public final class WebSocketStateMachine {
+    /// Where the close handshake stands.
+    public enum CloseState: Sendable, Equatable {
+        /// Messages flow both ways.
+        case open
+        /// We sent a close frame and wait for the peer's.
+        case closeSent
+        /// Close frames went both ways (or we failed the connection); no more input is read.
+        case closed
+    }
+
+    /// Our role.
+    public let role: WebSocketRole
+    /// Limits.
+    public let configuration: WebSocketConfiguration
+    /// Receives every byte to send, in order.
+    public var output: (UnsafeRawBufferPointer) -> Void
+    /// Where the close handshake stands.
+    public private(set) var closeState = CloseState.open
+    /// The close code and reason we sent, once we have.
+    public private(set) var sentClose: (code: CloseCode?, reason: String)?
+
+    private enum ReadState {
+        case header
+        case payload(FrameHeader, remaining: Int, phase: Int)
+    }
+    private var readState = ReadState.header
+    private var headerBuffer: [UInt8] = []
+    private var controlBuffer: [UInt8] = []
+    /// The data message being assembled (fragmented, or a frame split across reads).
+    private var messageBuffer: [UInt8] = []
+    private var messageKind: MessageKind?
+    private var messageFragmented = false
+    private var messageSize = 0
+    private var utf8 = UTF8Validator()
+    private var scratch: [UInt8] = []
+    private var maskPool: [UInt8] = []
+    private var maskPoolIndex = 0
+    private var sendingFragmented = false
+
+    /// Creates a state machine. `output` receives the bytes to send.
+    public init(role: WebSocketRole, configuration: WebSocketConfiguration = WebSocketConfiguration(),
+                output: @escaping (UnsafeRawBufferPointer) -> Void) {
+        self.role = role
+        self.configuration = configuration
+        self.output = output
+    }
+
+    // MARK: Receiving
+
+    /// Processes received bytes, calling `handle` for each event. The bytes are modified in
+    /// place (unmasked). Returns when all bytes are consumed or the input is finished.
+    public func receive(_ bytes: UnsafeMutableRawBufferPointer, _ handle: (WebSocketEvent) -> Void) {
+        guard let base = bytes.baseAddress else { return }
+        let n = bytes.count
+        var p = 0
+        while p < n && closeState != .closed {
+            switch readState {
+            case .header:
+                let parsed: (FrameHeader, Int)?
+                var consumed: Int
+                do throws(WebSocketError) {
+                    if headerBuffer.isEmpty {
+                        parsed = try FrameHeaderParser.parse(UnsafeRawBufferPointer(start: base + p, count: n - p),
+                                                             role: role, maxFrameSize: configuration.maxFrameSize)
+                        consumed = parsed?.1 ?? 0
+                    } else {
+                        let old = headerBuffer.count
+                        let take = min(FrameEncoder.maxHeaderLength - old, n - p)
+                        headerBuffer.append(contentsOf: UnsafeRawBufferPointer(start: base + p, count: take))
+                        let role = role, maxFrame = configuration.maxFrameSize
+                        parsed = try headerBuffer.withUnsafeBytes { raw in
+                            Result { () throws(WebSocketError) in try FrameHeaderParser.parse(raw, role: role, maxFrameSize: maxFrame) }
+                        }.get()
+                        consumed = parsed.map { $0.1 - old } ?? take
+                    }
+                } catch {
+                    fail(error, handle)
+                    return
+                }
+                guard let (header, _) = parsed else {
+                    if headerBuffer.isEmpty {
+                        headerBuffer.append(contentsOf: UnsafeRawBufferPointer(start: base + p, count: n - p))
+                    }
+                    return
+                }
+                headerBuffer.removeAll(keepingCapacity: true)
+                p += consumed
+                if let error = beginFrame(header) { fail(error, handle); return }
+                let len = header.payloadLength
+                if n - p >= len {
+                    // Fast path: the whole payload is here; unmask in place, deliver without copying.
+                    let payload = UnsafeMutableRawBufferPointer(start: base + p, count: len)
+                    if let k = header.maskKey { Masking.apply(key: k, to: payload) }
+                    p += len
+                    completeFrame(header, UnsafeRawBufferPointer(payload), handle)
+                } else {
+                    readState = .payload(header, remaining: len, phase: 0)
+                }
+            case .payload(let header, let remaining, let phase):
+                let take = min(remaining, n - p)
+                let chunk = UnsafeMutableRawBufferPointer(start: base + p, count: take)
+                var nextPhase = phase
+                if let k = header.maskKey { nextPhase = Masking.apply(key: k, to: chunk, phase: phase) }
+                p += take
+                if let error = absorbPartial(header, UnsafeRawBufferPointer(chunk)) { fail(error, handle); return }
+                if take == remaining {
+                    readState = .header
+                    completeBufferedFrame(header, handle)
+                } else {
+                    readState = .payload(header, remaining: remaining - take, phase: nextPhase)
+                }
+            }
+        }
+    }
+
+    /// Checks a new frame against the message-level rules; returns the error to fail with.
+    private func beginFrame(_ h: FrameHeader) -> WebSocketError? {
+        switch h.opcode {
+        case .continuation:
+            guard messageKind != nil else { return .protocolError("continuation frame without a message to continue") }
+        case .text, .binary:
+            if messageKind != nil { return .protocolError("new message before the fragmented one ended") }
+            messageKind = h.opcode == .text ? .text : .binary
+            messageFragmented = !h.fin
+            messageSize = 0
+            utf8 = UTF8Validator()
+        default:
+            return nil
+        }
+        messageSize += h.payloadLength
+        if messageSize > configuration.maxMessageSize { return .messageTooBig(limit: configuration.maxMessageSize) }
+        return nil
+    }
+
+    /// Takes part of a frame's payload that arrived before the rest.
+    private func absorbPartial(_ h: FrameHeader, _ chunk: UnsafeRawBufferPointer) -> WebSocketError? {
+        if h.opcode.isControl {
+            controlBuffer.append(contentsOf: chunk)
+            return nil
+        }
+        if messageKind == .text && !utf8.validate(chunk) { return .invalidUTF8 }
+        messageBuffer.append(contentsOf: chunk)
+        return nil
+    }
+
+    private func completeBufferedFrame(_ h: FrameHeader, _ handle: (WebSocketEvent) -> Void) {
+        if h.opcode.isControl {
+            let buf = controlBuffer
+            controlBuffer.removeAll(keepingCapacity: true)
+            buf.withUnsafeBytes { handleControl(h.opcode, $0, handle) }
+        } else if h.fin {
+            finishMessage(handle)
+        }
+    }
+
+    /// A frame whose whole payload is in the read buffer.
+    private func completeFrame(_ h: FrameHeader, _ payload: UnsafeRawBufferPointer, _ handle: (WebSocketEvent) -> Void) {
+        if h.opcode.isControl {
+            handleControl(h.opcode, payload, handle)
+            return
+        }
+        guard let kind = messageKind else { return }
+        if kind == .text && !utf8.validate(payload) { fail(.invalidUTF8, handle); return }
+        if h.fin && messageBuffer.isEmpty {
+            if kind == .text && !utf8.isComplete { fail(.invalidUTF8, handle); return }
+            messageKind = nil
+            handle(.message(kind, payload))
+            return
+        }
+        messageBuffer.append(contentsOf: payload)
+        if h.fin { finishMessage(handle) }
+    }
+
+    private func finishMessage(_ handle: (WebSocketEvent) -> Void) {
+        guard let kind = messageKind else { return }
+        if kind == .text && !utf8.isComplete { fail(.invalidUTF8, handle); return }
+        messageKind = nil
+        messageBuffer.withUnsafeBytes { handle(.message(kind, $0)) }
+        // Keep a modest buffer for the next message; give large ones back.
+        messageBuffer.removeAll(keepingCapacity: messageBuffer.capacity <= 64 * 1024)
+    }
+
+    private func handleControl(_ op: Opcode, _ payload: UnsafeRawBufferPointer, _ handle: (WebSocketEvent) -> Void) {
+        switch op {
+        case .ping:
+            if closeState == .open { writeFrame(.pong, payload, fin: true) }
+            handle(.ping(payload))
+        case .pong:
+            handle(.pong(payload))
+        case .close:
+            var code: CloseCode?
+            var reason = ""
+            if payload.count == 1 { fail(.protocolError("close frame with a 1-byte payload"), handle); return }
+            if payload.count >= 2 {
+                let c = CloseCode(UInt16(payload[0]) << 8 | UInt16(payload[1]))
+                if !c.isValidOnWire { fail(.protocolError("invalid close code \(c.rawValue)"), handle); return }
+                let r = UnsafeRawBufferPointer(rebasing: payload[2...])
+                if !UTF8Validator.isValid(r) { fail(.invalidUTF8, handle); return }
+                code = c
+                reason = String(decoding: r, as: UTF8.self)
+            }
+            if closeState == .open {
+                sentClose = (code, "")
+                let echo = FrameEncoder.closePayload(code: code, reason: "")
+                echo.withUnsafeBytes { writeFrame(.close, $0, fin: true) }
+            }
+            closeState = .closed
+            handle(.closeReceived(code: code, reason: reason))
+        default:
+            break
+        }
+    }
+
+    private func fail(_ error: WebSocketError, _ handle: (WebSocketEvent) -> Void) {
+        if closeState == .open {
+            let reason: String
+            switch error {
+            case .invalidUTF8: reason = "invalid UTF-8"
+            case .messageTooBig: reason = "message too big"
+            default: reason = "protocol error"
+            }
+            sendClose(code: error.closeCode, reason: reason)
+        }
+        closeState = .closed
+        readState = .header
+        messageBuffer = []
+        handle(.failed(error))
+    }
+
+    // MARK: Sending
+
+    /// Sends a whole message as one frame.
+    public func send(_ kind: MessageKind, _ payload: UnsafeRawBufferPointer) {
+        writeFrame(kind == .text ? .text : .binary, payload, fin: true)
+    }
+
+    /// Sends one fragment of a message: the first fragment carries `kind`, later ones are
+    /// continuations; `fin` ends the message. Control frames may be sent between fragments.
+    public func sendFragment(_ kind: MessageKind, _ payload: UnsafeRawBufferPointer, fin: Bool) {
+        let op: Opcode = sendingFragmented ? .continuation : (kind == .text ? .text : .binary)
+        sendingFragmented = !fin
+        writeFrame(op, payload, fin: fin)
+    }
+
+    /// Sends a ping (payload ≤ 125 bytes; longer payloads are truncated).
+    public func sendPing(_ payload: UnsafeRawBufferPointer) {
+        writeFrame(.ping, UnsafeRawBufferPointer(rebasing: payload.prefix(125)), fin: true)
+    }
+
+    /// Sends an unsolicited pong (a heartbeat that expects no answer).
+    public func sendPong(_ payload: UnsafeRawBufferPointer) {
+        writeFrame(.pong, UnsafeRawBufferPointer(rebasing: payload.prefix(125)), fin: true)
+    }
+
+    /// Starts the close handshake. `code` nil sends an empty close frame. No effect once a
+    /// close frame was sent.
+    public func sendClose(code: CloseCode?, reason: String = "") {
+        guard closeState == .open else { return }
+        sentClose = (code, reason)
+        let payload = FrameEncoder.closePayload(code: code, reason: reason)
+        payload.withUnsafeBytes { writeFrame(.close, $0, fin: true) }
+        closeState = .closeSent
+    }
+
+    /// Writes one frame; masks (clients) into a scratch buffer so the caller's bytes stay intact.
+    public func writeFrame(_ op: Opcode, _ payload: UnsafeRawBufferPointer, fin: Bool) {
+        guard closeState == .open || (op == .close && closeState != .closed) || (op == .pong && closeState == .open) else { return }
+        let key = role == .client ? nextMaskKey() : nil
+        let header = FrameHeader(fin: fin, opcode: op, maskKey: key, payloadLength: payload.count)
+        withUnsafeTemporaryAllocation(byteCount: FrameEncoder.maxHeaderLength, alignment: 8) { h in
+            let hn = FrameEncoder.writeHeader(header, into: h)
+            if let key {
+                // One contiguous masked frame: header then masked payload.
+                let total = hn + payload.count
+                if scratch.count < total { scratch = [UInt8](repeating: 0, count: total) }
+                scratch.withUnsafeMutableBytes { s in
+                    s.baseAddress!.copyMemory(from: h.baseAddress!, byteCount: hn)
+                    if let src = payload.baseAddress, payload.count > 0 {
+                        var k = [key.0, key.1, key.2, key.3]
+                        _ = ferry_mask_copy(s.baseAddress!.advanced(by: hn).assumingMemoryBound(to: UInt8.self),
+                                            src.assumingMemoryBound(to: UInt8.self), payload.count, &k, 0)
+                    }
+                    output(UnsafeRawBufferPointer(start: s.baseAddress, count: total))
+                }
+                if scratch.count > 64 * 1024 { scratch = [] }
+            } else {
+                output(UnsafeRawBufferPointer(start: h.baseAddress, count: hn))
+                if payload.count > 0 { output(payload) }
+            }
+        }
+    }
+
+    /// Masking keys come from the kernel CSPRNG, fetched 4 KiB at a time.
+    private func nextMaskKey() -> (UInt8, UInt8, UInt8, UInt8) {
+        if maskPoolIndex + 4 > maskPool.count {
+            if maskPool.isEmpty { maskPool = [UInt8](repeating: 0, count: 4096) }
+            if ferry_random_bytes(&maskPool, maskPool.count) != 0 {
+                for i in maskPool.indices { maskPool[i] = UInt8.random(in: 0...255) }
+            }
+            maskPoolIndex = 0
+        }
+        defer { maskPoolIndex += 4 }
+        return (maskPool[maskPoolIndex], maskPool[maskPoolIndex + 1], maskPool[maskPoolIndex + 2], maskPool[maskPoolIndex + 3])
+    }
+
+    /// Marks the connection finished (the transport closed); input is ignored from now on.
+    public func markClosed() { closeState = .closed }
+}
