@@ -37,7 +37,7 @@ let package = Package(
         .testTarget(name: "FerryNetTests", dependencies: ["FerryNet"]),
         .testTarget(name: "FerryWebSocketTests",
                     dependencies: ["FerryWebSocket", "FerryNet"],
-                    resources: [.copy("Interop")]),
+                    exclude: ["Interop"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -225,7 +225,7 @@ public final class EventLoop: @unchecked Sendable {
                     r.selectable.readable()
                 }
             }
-            timers.fireDue(now: ferry_monotonic_ns())
+            for task in timers.popDue(now: ferry_monotonic_ns()) { task() }
         }
         // Shutdown: refuse new tasks, run what was queued, let owners fail their pending work.
         let remaining = pending.withLock { p -> [Task] in

@@ -28,7 +28,7 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
                 _ = inet_ntop(AF_INET, raw.baseAddress! + 4, &buf, socklen_t(buf.count))
             }
         }
-        return String(cString: buf)
+        return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     public var description: String { family == AF_INET6 ? "[\(host)]:\(port)" : "\(host):\(port)" }

@@ -29,11 +29,15 @@ struct TimerQueue {
         return Int32(min(ms, 60_000))
     }
 
-    mutating func fireDue(now: UInt64) {
+    /// Removes and returns the tasks whose deadline has passed, earliest first. The caller
+    /// runs them, so a task may schedule or cancel timers without touching this queue mid-mutation.
+    mutating func popDue(now: UInt64) -> [() -> Void] {
+        var due: [() -> Void] = []
         while let top = heap.first, top.deadline <= now {
             popTop()
-            if let t = tasks.removeValue(forKey: top.id) { t() }
+            if let t = tasks.removeValue(forKey: top.id) { due.append(t) }
         }
+        return due
     }
 
     private mutating func popTop() {
