@@ -11,9 +11,17 @@ import signal
 import sys
 
 from websockets.asyncio.server import serve
+from websockets.exceptions import ConnectionClosed
 
 
 async def handler(ws):
+    try:
+        await echo(ws)
+    except ConnectionClosed:
+        pass  # closes with application codes (4xxx) end iteration with an exception
+
+
+async def echo(ws):
     async for message in ws:
         if isinstance(message, str) and message.startswith("close "):
             _, code, reason = message.split(" ", 2)
