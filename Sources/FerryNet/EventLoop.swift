@@ -39,6 +39,8 @@ public final class EventLoop: @unchecked Sendable {
     public let sharedReadBuffer: UnsafeMutableRawBufferPointer
     /// A label for logs.
     public let name: String
+    /// Turns of the loop so far (epoll_wait returns); lets tests prove the loop is not spinning.
+    private(set) var turns = 0
 
     private struct PendingTasks {
         var tasks: [Task] = []
@@ -162,8 +164,10 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     private static func mask(readable: Bool, writable: Bool) -> UInt32 {
-        var ev: UInt32 = FERRY_EPOLLRDHUP
-        if readable { ev |= FERRY_EPOLLIN }
+        // RDHUP only with IN: a connection that paused reading must not be woken, level-
+        // triggered, by a peer's FIN it is not going to read yet.
+        var ev: UInt32 = 0
+        if readable { ev |= FERRY_EPOLLIN | FERRY_EPOLLRDHUP }
         if writable { ev |= FERRY_EPOLLOUT }
         return ev
     }
@@ -208,6 +212,7 @@ public final class EventLoop: @unchecked Sendable {
             runPendingTasks()
             let timeout = timers.millisecondsUntilNext(now: ferry_monotonic_ns())
             let n = ferry_epoll_wait(epfd, datas, evs, Int32(maxEvents), hasPendingTasks ? 0 : timeout)
+            turns &+= 1
             if n < 0 { continue }
             for i in 0..<Int(n) {
                 let fd = Int32(bitPattern: UInt32(truncatingIfNeeded: datas[i]))

@@ -49,6 +49,8 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
     private let options: ConnectionOptions
     private var started = false
     private var readingPaused = false
+    /// Out of epoll while paused: the peer hung up and HUP/ERR (always reported) would spin.
+    private var parkedAfterHangup = false
     private var wantWritable = false
     private var writableFlag = true
     private var closeWhenFlushed = false
@@ -139,7 +141,13 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         loop.preconditionInLoop()
         guard readingPaused, !isClosed else { return }
         readingPaused = false
-        if started { loop.reregister(fd: fd, readable: true, writable: wantWritable) }
+        guard started else { return }
+        if parkedAfterHangup {
+            parkedAfterHangup = false
+            do { try loop.register(fd: fd, self, readable: true, writable: wantWritable) } catch { closeNow(error: error) }
+        } else {
+            loop.reregister(fd: fd, readable: true, writable: wantWritable)
+        }
     }
 
     /// Closes after every queued byte is written (an orderly close).
@@ -168,6 +176,16 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
 
     public func readable() {
         guard !isClosed else { return }
+        if readingPaused {
+            // Only HUP or ERR wake a paused connection. Writes fail now if the peer is gone;
+            // otherwise leave epoll until the owner resumes and reads what is buffered.
+            flushNow()
+            if !isClosed && !parkedAfterHangup {
+                loop.deregister(fd: fd)
+                parkedAfterHangup = true
+            }
+            return
+        }
         let buf = loop.sharedReadBuffer
         inRead = true
         var reads = 0

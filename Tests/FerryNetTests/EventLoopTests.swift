@@ -113,4 +113,42 @@ final class Probe: ConnectionHandler, @unchecked Sendable {
         #expect(serverProbe.received > 0)
         await l.close()
     }
+
+    /// A connection that paused reading must not spin when its peer hangs up (HUP is reported
+    /// level-triggered whatever the interest); once resumed it reads the rest and sees EOF.
+    @Test func pausedConnectionDoesNotSpinOnHangup() async throws {
+        let group = try EventLoopGroup(loopCount: 1)
+        defer { group.shutdown() }
+        let loop = group.loops[0]
+        let probe = Probe()
+        let accepted = Mutex<TCPConnection?>(nil)
+        let (acceptedStream, acceptedCont) = AsyncStream<Void>.makeStream()
+        let l = try await TCPListener.bind(host: "127.0.0.1", port: 0, group: group) { tcp in
+            tcp.start(handler: probe)
+            tcp.pauseReading()
+            accepted.withLock { $0 = tcp }
+            acceptedCont.finish()
+        }
+        let client = try await TCPConnection.connect(host: "127.0.0.1", port: l.boundAddress.port, on: loop)
+        for await _ in acceptedStream {}
+        let clientProbe = Probe()
+        try await loop.submit {
+            client.start(handler: clientProbe)
+            client.write(Array("bye".utf8))
+            client.close()
+        }
+        for await _ in clientProbe.events {}           // the client side is fully closed
+        // Count the loop's turns over a 50 ms timer: an idle loop takes a handful, a spinning one thousands.
+        let before = try await loop.submit { loop.turns }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            loop.execute { loop.schedule(after: 0.05) { c.resume() } }
+        }
+        let after = try await loop.submit { loop.turns }
+        #expect(after - before < 100, "the loop spun \(after - before) turns in 50 ms")
+        loop.execute { accepted.withLock { $0 }?.resumeReading() }
+        var seen: [String] = []
+        for await e in probe.events { seen.append(e) }
+        #expect(seen == ["read 3", "eof", "closed ok"])
+        await l.close()
+    }
 }
