@@ -1,0 +1,92 @@
+import CZlib
+
+/// One direction's raw-DEFLATE compressor, shared by every compressed frame of a connection
+/// and never reset (Protocol/blip.md §2.8). Each frame ends with a sync flush whose
+/// `00 00 FF FF` trailer is removed.
+final class BLIPDeflater {
+    private var stream = z_stream()
+    private var ready = false
+
+    init(level: Int32 = 6) {
+        ready = deflateInit2_(&stream, level, Z_DEFLATED, -15, 9, Z_DEFAULT_STRATEGY,
+                              ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK
+    }
+
+    deinit { if ready { deflateEnd(&stream) } }
+
+    /// Compresses `input` with a sync flush; appends the output, trailer removed, to `out`.
+    func compress(_ input: UnsafeRawBufferPointer, into out: inout [UInt8]) throws(BLIPError) {
+        guard ready else { throw .protocolError("deflate unavailable") }
+        let start = out.count
+        var chunk = [UInt8](repeating: 0, count: max(64, input.count + input.count / 8 + 64))
+        stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress?.assumingMemoryBound(to: Bytef.self))
+        stream.avail_in = uInt(input.count)
+        repeat {
+            let produced: Int = chunk.withUnsafeMutableBytes { c in
+                stream.next_out = c.baseAddress!.assumingMemoryBound(to: Bytef.self)
+                stream.avail_out = uInt(c.count)
+                _ = deflate(&stream, Z_SYNC_FLUSH)
+                return c.count - Int(stream.avail_out)
+            }
+            out.append(contentsOf: chunk[..<produced])
+        } while stream.avail_out == 0
+        stream.next_in = nil
+        guard out.count - start >= 4, Array(out[(out.count - 4)...]) == BLIPConstants.syncFlushTrailer else {
+            throw .protocolError("deflate did not end with a sync-flush trailer")
+        }
+        out.removeLast(4)
+    }
+}
+
+/// One direction's raw-DEFLATE decompressor, shared by every compressed frame received.
+final class BLIPInflater {
+    private var stream = z_stream()
+    private var ready = false
+    /// The most a single frame may inflate to (a decompression-bomb guard).
+    let maxOutput: Int
+
+    init(maxOutput: Int) {
+        self.maxOutput = maxOutput
+        ready = inflateInit2_(&stream, -15, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK
+    }
+
+    deinit { if ready { inflateEnd(&stream) } }
+
+    /// Inflates one frame's payload (the trailer re-added), appending the output to `out`.
+    func decompress(_ input: UnsafeRawBufferPointer, into out: inout [UInt8]) throws(BLIPError) {
+        guard ready else { throw .protocolError("inflate unavailable") }
+        var withTrailer = [UInt8](input)
+        withTrailer.append(contentsOf: BLIPConstants.syncFlushTrailer)
+        let start = out.count
+        var chunk = [UInt8](repeating: 0, count: 32 * 1024)
+        var status: Int32 = Z_OK
+        try withTrailer.withUnsafeMutableBytes { (inp: UnsafeMutableRawBufferPointer) in Result { () throws(BLIPError) in
+            stream.next_in = inp.baseAddress!.assumingMemoryBound(to: Bytef.self)
+            stream.avail_in = uInt(inp.count)
+            repeat {
+                let produced: Int = chunk.withUnsafeMutableBytes { c in
+                    stream.next_out = c.baseAddress!.assumingMemoryBound(to: Bytef.self)
+                    stream.avail_out = uInt(c.count)
+                    status = inflate(&stream, Z_SYNC_FLUSH)
+                    return c.count - Int(stream.avail_out)
+                }
+                if status != Z_OK && status != Z_BUF_ERROR && status != Z_STREAM_END {
+                    throw .protocolError("invalid deflate data")
+                }
+                out.append(contentsOf: chunk[..<produced])
+                if out.count - start > maxOutput { throw .protocolError("compressed frame inflates past \(maxOutput) bytes") }
+            } while stream.avail_in > 0 || stream.avail_out == 0
+            stream.next_in = nil
+        } }.get()
+    }
+}
+
+/// The running CRC-32 (zlib's) of one direction.
+struct BLIPChecksum {
+    private(set) var value: UInt32 = 0
+
+    mutating func update(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        value = UInt32(crc32(uLong(value), base.assumingMemoryBound(to: Bytef.self), uInt(bytes.count)))
+    }
+}

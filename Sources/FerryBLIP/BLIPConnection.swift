@@ -1,0 +1,282 @@
+import FerryNet
+import FerryWebSocket
+import Logging
+import Synchronization
+
+/// A request received on a `BLIPConnection`, with the means to answer it. `respond` and
+/// `respondError` may be called from any thread, once; NoReply requests cannot be answered.
+public struct BLIPIncomingRequest: Sendable {
+    /// The request.
+    public let message: BLIPMessage
+    /// The connection it arrived on.
+    public let connection: BLIPConnection
+
+    /// Sends a response with these properties and body (compressed if asked).
+    public func respond(properties: BLIPProperties = BLIPProperties(), body: [UInt8] = [], compressed: Bool = false) {
+        let reply = BLIPMessage(type: .response, flags: compressed ? .compressed : [], properties: properties, body: body)
+        connection.sendResponse(reply, to: message.number)
+    }
+
+    /// Sends an error response (`Error-Domain`, `Error-Code`, message as the body).
+    public func respondError(domain: String = "BLIP", code: Int, message text: String) {
+        let reply = BLIPMessage(type: .error, properties: [("Error-Domain", domain), ("Error-Code", String(code))],
+                                body: Array(text.utf8))
+        connection.sendResponse(reply, to: message.number)
+    }
+}
+
+/// A BLIP 3 connection over a Ferry WebSocket: many request/response messages multiplexed on
+/// one socket, with urgent scheduling, compression, checksums and flow control. Incoming
+/// requests go to handlers registered by `Profile` (unknown profiles are answered ERR BLIP/404
+/// "no handler for message"). Handlers run on the connection's event loop.
+///
+/// Safety of `@unchecked Sendable`: the session, the WebSocket and the tables of pending
+/// responses and handlers are touched only on `loop` (public entry points hop there); the
+/// close state read by other threads is behind a Mutex.
+public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
+    /// A loop-level request handler.
+    public typealias Handler = @Sendable (BLIPIncomingRequest) -> Void
+
+    /// The event loop that owns the connection.
+    public let loop: EventLoop
+    private let session: BLIPSession
+    private var ws: WebSocketConnection?
+    private var pending: [UInt64: (Result<BLIPMessage, BLIPError>) -> Void] = [:]
+    private var handlers: [String: Handler] = [:]
+    private var defaultHandler: Handler?
+    private let closedState = Mutex<BLIPError?>(nil)
+    private var closeWaiters: [CheckedContinuation<BLIPError?, Never>] = []
+    private var openWaiter: ((Result<Void, BLIPError>) -> Void)?
+    private let logger: Logger
+    /// The app protocol negotiated (`BLIP_3+<app>`).
+    public private(set) var subprotocol: String?
+
+    init(loop: EventLoop, configuration: BLIPConfiguration, logger: Logger) {
+        self.loop = loop
+        self.logger = logger
+        session = BLIPSession(configuration: configuration)
+    }
+
+    /// The WebSocket subprotocol token for an app id, e.g. `BLIP_3+CBMobile_3`.
+    public static func subprotocol(app: String) -> String { BLIPConstants.subprotocolPrefix + app }
+
+    /// WebSocket settings suited to BLIP: frames are ≤ 16 KiB, so messages over 1 MiB are refused.
+    public static func webSocketConfiguration(app: String) -> WebSocketConfiguration {
+        var c = WebSocketConfiguration()
+        c.subprotocols = [subprotocol(app: app)]
+        c.maxMessageSize = 1 << 20
+        c.maxFrameSize = 1 << 20
+        return c
+    }
+
+    // MARK: Connecting
+
+    /// Connects to a BLIP server at a `ws://` URL, offering `BLIP_3+<app>`.
+    public static func connect(to url: String, app: String, configuration: BLIPConfiguration = BLIPConfiguration(),
+                               webSocket: WebSocketConfiguration? = nil, group: EventLoopGroup = .shared,
+                               logger: Logger = Logger(label: "ferry.blip")) async throws(BLIPError) -> BLIPConnection {
+        let parsed: WebSocketURL
+        do { parsed = try WebSocketURL(url) } catch { throw .webSocket(error) }
+        var wsConfig = webSocket ?? webSocketConfiguration(app: app)
+        wsConfig.subprotocols = [subprotocol(app: app)]
+        let loop = group.next()
+        let conn = BLIPConnection(loop: loop, configuration: configuration, logger: logger)
+        let result: Result<WebSocketConnection, WebSocketError> = await withCheckedContinuation { c in
+            ClientConnector.connect(to: parsed, on: loop, configuration: wsConfig, handler: conn) { c.resume(returning: $0) }
+        }
+        switch result {
+        case .failure(let e): throw .webSocket(e)
+        case .success(let ws):
+            guard ws.subprotocol == subprotocol(app: app) else {
+                loop.execute { ws.close(code: .protocolError, reason: "BLIP subprotocol not accepted") }
+                throw .webSocket(.invalidUpgradeResponse("server did not accept \(subprotocol(app: app))"))
+            }
+        }
+        return conn
+    }
+
+    /// Serves BLIP on `path` for `app`: each accepted connection is handed to `onConnection` on
+    /// its loop (register handlers there). Requests for other paths get 404; clients that do not
+    /// offer `BLIP_3+<app>` get 400.
+    public static func listen(host: String = "127.0.0.1", port: Int = 0, path: String? = nil, app: String,
+                              configuration: BLIPConfiguration = BLIPConfiguration(),
+                              group: EventLoopGroup = .shared, logger: Logger = Logger(label: "ferry.blip"),
+                              onConnection: @escaping @Sendable (BLIPConnection) -> Void) async throws(BLIPError) -> WebSocketListener {
+        let token = subprotocol(app: app)
+        do {
+            return try await WebSocketListener.bind(host: host, port: port, group: group,
+                                                    configuration: webSocketConfiguration(app: app), logger: logger) { request, loop in
+                if let path, request.path != path { return .refuse(status: 404, message: "no BLIP endpoint at \(request.path)") }
+                guard request.offeredSubprotocols.contains(token) else {
+                    return .refuse(status: 400, message: "this endpoint speaks \(token) only")
+                }
+                let conn = BLIPConnection(loop: loop, configuration: configuration, logger: logger)
+                conn.openWaiter = { result in if case .success = result { onConnection(conn) } }
+                return .accept(subprotocol: token, handler: conn)
+            }
+        } catch {
+            throw .webSocket(.transport(error))
+        }
+    }
+
+    // MARK: Handlers (loop level)
+
+    /// Routes requests whose `Profile` is `profile` to `handler` (on the loop thread).
+    public func register(profile: String, _ handler: @escaping Handler) {
+        onLoop { $0.handlers[profile] = handler }
+    }
+
+    /// Receives requests no registered profile matched (instead of the automatic 404).
+    public func registerDefault(_ handler: @escaping Handler) {
+        onLoop { $0.defaultHandler = handler }
+    }
+
+    private func onLoop(_ body: @escaping @Sendable (BLIPConnection) -> Void) {
+        if loop.inEventLoop { body(self) } else { loop.execute { body(self) } }
+    }
+
+    // MARK: Sending
+
+    /// Sends a request; `completion` runs on the loop with its response (an ERR response is a
+    /// `.errorResponse` failure). NoReply requests complete as soon as they are queued.
+    public func send(_ request: BLIPMessage, completion: @escaping @Sendable (Result<BLIPMessage, BLIPError>) -> Void) {
+        onLoop { conn in
+            if let e = conn.closedState.withLock({ $0 }) { completion(.failure(e)); return }
+            let number = conn.session.send(request: request)
+            if request.isNoReply {
+                completion(.success(BLIPMessage(type: .response, number: number)))
+            } else {
+                conn.pending[number] = completion
+            }
+            conn.pump()
+        }
+    }
+
+    /// Sends a request and waits for its response. Throws `.errorResponse` for an ERR reply and
+    /// `.disconnected` if the connection closes first.
+    public func send(_ request: BLIPMessage) async throws(BLIPError) -> BLIPMessage {
+        let r: Result<BLIPMessage, BLIPError> = await withCheckedContinuation { c in
+            send(request) { c.resume(returning: $0) }
+        }
+        return try r.get()
+    }
+
+    func sendResponse(_ reply: BLIPMessage, to number: UInt64) {
+        onLoop { conn in
+            do { try conn.session.send(response: reply, to: number) } catch {
+                conn.logger.warning("cannot respond", metadata: ["request": "\(number)", "error": "\(error)"])
+                return
+            }
+            conn.pump()
+        }
+    }
+
+    /// Writes frames while the socket takes them; flow control and writability pause it.
+    private func pump() {
+        guard let ws, ws.isOpen else { return }
+        do throws(BLIPError) {
+            while ws.isWritable, let frame = try session.nextFrame() {
+                ws.send(.binary, frame)
+            }
+        } catch {
+            fail(error)
+        }
+    }
+
+    /// Closes the connection (WebSocket 1000) and waits until it is closed. Pending requests
+    /// fail with `.disconnected`.
+    public func close() async {
+        onLoop { $0.ws?.close(code: .normalClosure, reason: "") }
+        _ = await closed()
+    }
+
+    /// Waits until the connection is closed; returns the error that closed it, if any.
+    public func closed() async -> BLIPError? {
+        await withCheckedContinuation { c in
+            onLoop { conn in
+                if let e = conn.closedState.withLock({ $0 }) { c.resume(returning: e.isCleanClose ? nil : e) }
+                else { conn.closeWaiters.append(c) }
+            }
+        }
+    }
+
+    /// A fatal protocol error: close with 1011, fail everything pending.
+    private func fail(_ error: BLIPError) {
+        logger.warning("closing BLIP connection", metadata: ["error": "\(error)"])
+        closedState.withLock { if $0 == nil { $0 = error } }
+        ws?.close(code: .internalError, reason: "\(error)")
+        failPending(error)
+    }
+
+    private func failPending(_ error: BLIPError) {
+        let p = pending
+        pending = [:]
+        for (_, c) in p { c(.failure(error)) }
+    }
+
+    // MARK: WebSocketHandler
+
+    public func webSocketDidOpen(_ connection: WebSocketConnection) {
+        ws = connection
+        subprotocol = connection.subprotocol
+        openWaiter?(.success(()))
+        openWaiter = nil
+    }
+
+    public func webSocket(_ connection: WebSocketConnection, didReceive kind: MessageKind, payload: UnsafeRawBufferPointer) {
+        guard kind == .binary else {
+            logger.warning("ignoring a text WebSocket message on a BLIP connection")
+            return
+        }
+        let message: BLIPMessage?
+        do { message = try session.receive(frame: payload) } catch { fail(error); return }
+        if let message { dispatch(message) }
+        pump()
+    }
+
+    private func dispatch(_ m: BLIPMessage) {
+        switch m.type {
+        case .request:
+            let request = BLIPIncomingRequest(message: m, connection: self)
+            if let h = m.profile.flatMap({ handlers[$0] }) ?? defaultHandler {
+                h(request)
+            } else if !m.isNoReply {
+                request.respondError(domain: "BLIP", code: 404, message: BLIPConstants.noHandlerMessage)
+            }
+        case .response, .error:
+            guard let c = pending.removeValue(forKey: m.number) else { return }
+            if let e = m.error { c(.failure(.errorResponse(domain: e.domain, code: e.code, message: e.message))) }
+            else { c(.success(m)) }
+        default:
+            break
+        }
+    }
+
+    public func webSocket(_ connection: WebSocketConnection, writabilityChanged writable: Bool) {
+        if writable { pump() }
+    }
+
+    public func webSocketDidClose(_ connection: WebSocketConnection, code: CloseCode, reason: String, error: WebSocketError?) {
+        let err: BLIPError = closedState.withLock { s in
+            if s == nil {
+                s = error.map { .webSocket($0) } ?? .disconnected("closed (\(code)\(reason.isEmpty ? "" : ": \(reason)"))")
+            }
+            return s ?? .disconnected("closed")
+        }
+        failPending(err)
+        openWaiter?(.failure(err))
+        openWaiter = nil
+        let waiters = closeWaiters
+        closeWaiters = []
+        for w in waiters { w.resume(returning: err.isCleanClose ? nil : err) }
+        ws = nil
+    }
+}
+
+extension BLIPError {
+    /// A normal close (1000/1001) rather than a failure.
+    var isCleanClose: Bool {
+        if case .disconnected(let s) = self { return s.hasPrefix("closed (1000") || s.hasPrefix("closed (1001") }
+        return false
+    }
+}

@@ -1,0 +1,63 @@
+/// A complete BLIP message: a request, a response or an error response.
+public struct BLIPMessage: Sendable, Equatable {
+    /// MSG, RPY or ERR.
+    public var type: BLIPMessageType
+    /// The request number (a response carries its request's number).
+    public var number: UInt64
+    /// Urgent, compressed and NoReply (the type bits and MoreComing are ignored here).
+    public var flags: BLIPFlags
+    /// The properties.
+    public var properties: BLIPProperties
+    /// The body bytes.
+    public var body: [UInt8]
+
+    /// Creates a message.
+    public init(type: BLIPMessageType = .request, number: UInt64 = 0, flags: BLIPFlags = [],
+                properties: BLIPProperties = BLIPProperties(), body: [UInt8] = []) {
+        self.type = type; self.number = number; self.flags = flags
+        self.properties = properties; self.body = body
+    }
+
+    /// A request with a `Profile` property.
+    public static func request(profile: String, properties: BLIPProperties = BLIPProperties(), body: [UInt8] = [],
+                               urgent: Bool = false, compressed: Bool = false, noReply: Bool = false) -> BLIPMessage {
+        var p = BLIPProperties([("Profile", profile)])
+        for (k, v) in properties where k != "Profile" { p[k] = v }
+        var f: BLIPFlags = []
+        if urgent { f.insert(.urgent) }
+        if compressed { f.insert(.compressed) }
+        if noReply { f.insert(.noReply) }
+        return BLIPMessage(type: .request, flags: f, properties: p, body: body)
+    }
+
+    /// The `Profile` property (the request's type).
+    public var profile: String? { properties["Profile"] }
+    /// Urgent scheduling.
+    public var isUrgent: Bool { flags.contains(.urgent) }
+    /// Sent compressed.
+    public var isCompressed: Bool { flags.contains(.compressed) }
+    /// A request that wants no response.
+    public var isNoReply: Bool { flags.contains(.noReply) }
+
+    /// For ERR messages: domain (default `BLIP`), code and message.
+    public var error: (domain: String, code: Int, message: String)? {
+        guard type == .error else { return nil }
+        return (properties["Error-Domain"] ?? "BLIP", Int(properties["Error-Code"] ?? "") ?? 0,
+                String(decoding: body, as: UTF8.self))
+    }
+
+    /// The message stream before framing: varint(len(properties)) ‖ properties ‖ body.
+    public func encodedStream() -> [UInt8] {
+        let p = properties.encoded()
+        var out: [UInt8] = []
+        out.reserveCapacity(p.count + body.count + 4)
+        Varint.write(UInt64(p.count), into: &out)
+        out.append(contentsOf: p)
+        out.append(contentsOf: body)
+        return out
+    }
+
+    public static func == (a: BLIPMessage, b: BLIPMessage) -> Bool {
+        a.type == b.type && a.number == b.number && a.flags == b.flags && a.properties == b.properties && a.body == b.body
+    }
+}

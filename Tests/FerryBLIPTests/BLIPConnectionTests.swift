@@ -1,0 +1,131 @@
+@testable import FerryBLIP
+import FerryNet
+import FerryWebSocket
+import Foundation
+import Synchronization
+import Testing
+
+/// BLIP over real sockets: an in-process echo server and clients on loopback.
+@Suite(.serialized) struct BLIPConnectionTests {
+    /// Echoes every request's properties and body, compressed when the request was.
+    static func echoServer(group: EventLoopGroup) async throws -> WebSocketListener {
+        try await BLIPConnection.listen(port: 0, path: "/blip", app: "FerryTest", group: group) { conn in
+            conn.registerDefault { req in
+                guard !req.message.isNoReply else { return }
+                if req.message.profile == "fail" { req.respondError(domain: "Test", code: 418, message: "as asked"); return }
+                req.respond(properties: req.message.properties, body: req.message.body, compressed: req.message.isCompressed)
+            }
+        }
+    }
+
+    @Test func mixedRequestsAllAnswered() async throws {
+        let group = try EventLoopGroup(loopCount: 2)
+        defer { group.shutdown() }
+        let server = try await Self.echoServer(group: group)
+        let client = try await BLIPConnection.connect(to: "ws://127.0.0.1:\(server.port)/blip", app: "FerryTest", group: group)
+        #expect(client.subprotocol == "BLIP_3+FerryTest")
+        let sizes = [0, 1, 100, 16_000, 16_384, 65_536, 200_000, 1 << 20]
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            for (i, size) in sizes.enumerated() {
+                for variant in 0..<4 {
+                    tasks.addTask {
+                        let body = variant % 2 == 0 ? jsonLikeBody(size) : noiseBody(size, seed: UInt32(i))
+                        let req = BLIPMessage.request(profile: "echo", properties: [("i", "\(i)-\(variant)")], body: body,
+                                                      urgent: variant == 3, compressed: variant >= 2)
+                        let reply = try await client.send(req)
+                        #expect(reply.body == body, "size \(size) variant \(variant)")
+                        #expect(reply.properties["i"] == "\(i)-\(variant)")
+                        #expect(reply.isUrgent == (variant == 3))
+                    }
+                }
+            }
+            for n in 0..<20 { tasks.addTask { _ = try await client.send(.request(profile: "note", body: [UInt8(n)], noReply: true)) } }
+            try await tasks.waitForAll()
+        }
+        await client.close()
+        await server.close()
+    }
+
+    @Test func urgentRequestOvertakesA16MiBTransfer() async throws {
+        let group = try EventLoopGroup(loopCount: 2)
+        defer { group.shutdown() }
+        let server = try await Self.echoServer(group: group)
+        let client = try await BLIPConnection.connect(to: "ws://127.0.0.1:\(server.port)/blip", app: "FerryTest", group: group)
+        let order = Mutex<[String]>([])
+        let big = noiseBody(16 << 20)
+        async let bigReply: BLIPMessage = client.send(.request(profile: "big", body: big))
+        // Queued after the big one started: it must be answered first.
+        let small = try await client.send(.request(profile: "small", urgent: true))
+        order.withLock { $0.append("small") }
+        let b = try await bigReply
+        order.withLock { $0.append("big") }
+        #expect(small.isUrgent)
+        #expect(b.body.count == big.count)
+        #expect(order.withLock { $0 } == ["small", "big"])
+        await client.close()
+        await server.close()
+    }
+
+    @Test func unknownProfileGets404AndErrorsAreTyped() async throws {
+        let group = try EventLoopGroup(loopCount: 1)
+        defer { group.shutdown() }
+        let server = try await BLIPConnection.listen(port: 0, app: "FerryTest", group: group) { conn in
+            conn.register(profile: "fail") { $0.respondError(domain: "Test", code: 418, message: "as asked") }
+        }
+        let client = try await BLIPConnection.connect(to: "ws://127.0.0.1:\(server.port)/", app: "FerryTest", group: group)
+        await #expect(throws: BLIPError.errorResponse(domain: "BLIP", code: 404, message: "no handler for message")) {
+            _ = try await client.send(.request(profile: "nobody"))
+        }
+        await #expect(throws: BLIPError.errorResponse(domain: "Test", code: 418, message: "as asked")) {
+            _ = try await client.send(.request(profile: "fail"))
+        }
+        await client.close()
+        await server.close()
+    }
+
+    @Test func wrongAppIsRefusedAtTheUpgrade() async throws {
+        let group = try EventLoopGroup(loopCount: 1)
+        defer { group.shutdown() }
+        let server = try await Self.echoServer(group: group)
+        await #expect(throws: BLIPError.self) {
+            _ = try await BLIPConnection.connect(to: "ws://127.0.0.1:\(server.port)/blip", app: "Other", group: group)
+        }
+        await server.close()
+    }
+
+    /// A peer that sends a frame with a bad checksum gets close 1011; its pending request fails;
+    /// another connection to the same server keeps working.
+    @Test func fatalProtocolErrorClosesWith1011Only() async throws {
+        let group = try EventLoopGroup(loopCount: 2)
+        defer { group.shutdown() }
+        let server = try await Self.echoServer(group: group)
+        let healthy = try await BLIPConnection.connect(to: "ws://127.0.0.1:\(server.port)/blip", app: "FerryTest", group: group)
+        var config = BLIPConnection.webSocketConfiguration(app: "FerryTest")
+        config.subprotocols = ["BLIP_3+FerryTest"]
+        let raw = try await WebSocket.connect(to: "ws://127.0.0.1:\(server.port)/blip", configuration: config, group: group)
+        var frame = BLIPSessionTests.frame(number: 1, flags: 0, stream: Varint.encode(0))
+        frame[frame.count - 1] ^= 0xFF
+        try await raw.send(binary: frame)
+        for try await _ in raw.messages {}
+        let info = await raw.closed()
+        #expect(info.code == .internalError)
+        let reply = try await healthy.send(.request(profile: "echo", body: [1, 2, 3]))
+        #expect(reply.body == [1, 2, 3])
+        await healthy.close()
+        await server.close()
+    }
+
+    @Test func pendingRequestsFailWhenTheServerGoesAway() async throws {
+        let group = try EventLoopGroup(loopCount: 1)
+        defer { group.shutdown() }
+        let server = try await BLIPConnection.listen(port: 0, app: "FerryTest", group: group) { conn in
+            conn.register(profile: "hang") { req in
+                // Never answer; drop the connection instead.
+                Task { await req.connection.close() }
+            }
+        }
+        let client = try await BLIPConnection.connect(to: "ws://127.0.0.1:\(server.port)/", app: "FerryTest", group: group)
+        await #expect(throws: BLIPError.self) { _ = try await client.send(.request(profile: "hang")) }
+        await server.close()
+    }
+}
