@@ -10,6 +10,7 @@ let package = Package(
     targets: [
         .executableTarget(name: "FuzzFrameDecoder", dependencies: [.product(name: "FerryWebSocket", package: "main")]),
         .executableTarget(name: "FuzzHandshake", dependencies: [.product(name: "FerryWebSocket", package: "main")]),
+        .executableTarget(name: "FuzzBLIP", dependencies: [.product(name: "FerryBLIP", package: "main")]),
     ],
     swiftLanguageModes: [.v6]
 )

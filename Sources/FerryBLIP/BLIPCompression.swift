@@ -64,16 +64,22 @@ final class BLIPInflater {
             stream.next_in = inp.baseAddress!.assumingMemoryBound(to: Bytef.self)
             stream.avail_in = uInt(inp.count)
             repeat {
+                let inBefore = stream.avail_in
                 let produced: Int = chunk.withUnsafeMutableBytes { c in
                     stream.next_out = c.baseAddress!.assumingMemoryBound(to: Bytef.self)
                     stream.avail_out = uInt(c.count)
                     status = inflate(&stream, Z_SYNC_FLUSH)
                     return c.count - Int(stream.avail_out)
                 }
-                if status != Z_OK && status != Z_BUF_ERROR && status != Z_STREAM_END {
-                    throw .protocolError("invalid deflate data")
-                }
                 out.append(contentsOf: chunk[..<produced])
+                // A BLIP stream never ends (no final block) and every call must make progress;
+                // anything else would loop forever on crafted input.
+                if status == Z_STREAM_END { throw .protocolError("deflate stream ended (final block)") }
+                if status != Z_OK && status != Z_BUF_ERROR { throw .protocolError("invalid deflate data") }
+                if produced == 0 && stream.avail_in == inBefore {
+                    if inBefore == 0 { break }
+                    throw .protocolError("truncated deflate data")
+                }
                 if out.count - start > maxOutput { throw .protocolError("compressed frame inflates past \(maxOutput) bytes") }
             } while stream.avail_in > 0 || stream.avail_out == 0
             stream.next_in = nil

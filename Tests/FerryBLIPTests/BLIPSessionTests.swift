@@ -150,13 +150,15 @@ import Testing
         ("missing flags", [0x01]),
         ("bad CRC", frame(number: 1, flags: 0, stream: [0x00], crcOver: [0x01])),
         ("bad deflate", frame(number: 1, flags: 0x08, stream: [0xff, 0xff, 0xff], crcOver: [])),
+        // Found by FuzzBLIP: a final deflate block used to make the inflate loop spin forever.
+        ("deflate final block", frame(number: 1, flags: 0x08, stream: [0x01, 0x00, 0x00, 0xff, 0xff], crcOver: [])),
         ("out of sequence", frame(number: 2, flags: 0, stream: [0x00])),
         ("properties not NUL-terminated", frame(number: 1, flags: 0, stream: [0x03] + Array("a\0b".utf8))),
         ("properties over 100 KiB", frame(number: 1, flags: 0, stream: Varint.encode(200_000) + [0x61])),
         ("response to an unsent request", frame(number: 9, flags: 1, stream: [0x00])),
     ]
 
-    @Test(arguments: fatalCases)
+    @Test(.timeLimit(.minutes(1)), arguments: fatalCases)
     func fatalErrors(name: String, frame: [UInt8]) {
         let s = BLIPSession()
         #expect(throws: BLIPError.self, "\(name)") { _ = try s.receive(frame) }
