@@ -35,7 +35,7 @@ let package = Package(
                 dependencies: ["FerryWebSocket", "FerryNet", "CZlib",
                                .product(name: "Logging", package: "swift-log")]),
         .executableTarget(name: "ferry-echo",
-                          dependencies: ["FerryWebSocket", "FerryNet",
+                          dependencies: ["FerryWebSocket", "FerryNet", "FerryBLIP",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "FerryNetTests", dependencies: ["FerryNet"]),

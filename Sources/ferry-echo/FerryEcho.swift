@@ -8,7 +8,7 @@ import Logging
 struct FerryEcho: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ferry-echo",
-        abstract: "WebSocket echo server and Autobahn client, for tests, benchmarks and conformance checks.",
-        subcommands: [Serve.self, AutobahnClient.self],
+        abstract: "WebSocket and BLIP echo servers and clients, for tests, benchmarks and conformance checks.",
+        subcommands: [Serve.self, AutobahnClient.self, BLIPServe.self, BLIPClient.self],
         defaultSubcommand: Serve.self)
 }
