@@ -38,6 +38,9 @@ let package = Package(
                           dependencies: ["FerryWebSocket", "FerryNet", "FerryBLIP",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "Logging", package: "swift-log")]),
+        // A runnable example of FerryBLIP used alone (docs/transport.md); CI builds and runs it.
+        .executableTarget(name: "blip-rpc-example", dependencies: ["FerryBLIP", "FerryNet"],
+                          path: "Examples/BLIPRPC"),
         .testTarget(name: "FerryNetTests", dependencies: ["FerryNet"]),
         .testTarget(name: "FerryBLIPTests", dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet"],
                     exclude: ["Interop"]),
