@@ -135,6 +135,19 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
         if loop.inEventLoop { body(self) } else { loop.execute { body(self) } }
     }
 
+    /// Stops reading from the socket: the peer's messages freeze once BLIP's window (128,000
+    /// unacknowledged bytes) and the TCP buffers fill. Pending replies are not affected.
+    public func pauseReading() { onLoop { $0.ws?.pauseReading() } }
+
+    /// Resumes reading after `pauseReading()`.
+    public func resumeReading() { onLoop { $0.ws?.resumeReading() } }
+
+    /// Flow-control figures, read on the loop: message bytes sent, and whether a message is
+    /// frozen waiting for the peer's ACKs.
+    public func flowState() async -> (bytesSent: Int, frozen: Bool) {
+        await withCheckedContinuation { c in onLoop { c.resume(returning: ($0.session.messageBytesSent, $0.session.hasFrozenMessage)) } }
+    }
+
     // MARK: Sending
 
     /// Sends a request; `completion` runs on the loop with its response (an ERR response is a

@@ -78,6 +78,14 @@ public final class BLIPSession {
         try send(response: err, to: number)
     }
 
+    /// Wire bytes of message frames sent so far (ACKs excluded).
+    public private(set) var messageBytesSent = 0
+
+    /// True when some outgoing message waits for an ACK before it may send more.
+    public var hasFrozenMessage: Bool {
+        outgoingRequests.values.contains { $0.frozen } || outgoingResponses.values.contains { $0.frozen }
+    }
+
     /// True when a frame is ready to send.
     public var hasFrameToSend: Bool { !acks.isEmpty || !outbox.isEmpty }
 
@@ -116,6 +124,7 @@ public final class BLIPSession {
         frame.append(contentsOf: [UInt8(crc >> 24), UInt8(crc >> 16 & 0xFF), UInt8(crc >> 8 & 0xFF), UInt8(crc & 0xFF)])
         m.offset += take
         m.bytesSent += frame.count - headerLength
+        messageBytesSent += frame.count
         if more {
             if m.unacked >= BLIPConstants.maxUnackedBytes { m.frozen = true } else { requeue(m) }
         } else {

@@ -128,4 +128,33 @@ import Testing
         await #expect(throws: BLIPError.self) { _ = try await client.send(.request(profile: "hang")) }
         await server.close()
     }
+
+    /// A receiver that stops reading freezes the sender at BLIP's window: no more than 128,000
+    /// unacknowledged bytes (plus one frame) leave it, however big the message; when the
+    /// receiver reads again the transfer completes intact.
+    @Test(.timeLimit(.minutes(2)))
+    func stalledReceiverFreezesTheSender() async throws {
+        let group = try EventLoopGroup(loopCount: 2)
+        defer { group.shutdown() }
+        let serverConn = Mutex<BLIPConnection?>(nil)
+        let server = try await BLIPConnection.listen(port: 0, app: "FerryTest", group: group) { conn in
+            conn.pauseReading()
+            serverConn.withLock { $0 = conn }
+            conn.registerDefault { $0.respond(body: Array(String($0.message.body.count).utf8)) }
+        }
+        let client = try await BLIPConnection.connect(to: "ws://127.0.0.1:\(server.port)/", app: "FerryTest", group: group)
+        let body = noiseBody(8 << 20)
+        async let reply = client.send(.request(profile: "bulk", body: body))
+        // Wait (loop round trips, no sleeping) until the sender has frozen.
+        var state = await client.flowState()
+        while !state.frozen { await Task.yield(); state = await client.flowState() }
+        #expect(state.bytesSent <= BLIPConstants.maxUnackedBytes + BLIPConstants.maxFrameSize)
+        let again = await client.flowState()
+        #expect(again.bytesSent == state.bytesSent, "nothing more leaves a frozen sender")
+        serverConn.withLock { $0 }?.resumeReading()
+        let r = try await reply
+        #expect(String(decoding: r.body, as: UTF8.self) == String(body.count))
+        await client.close()
+        await server.close()
+    }
 }

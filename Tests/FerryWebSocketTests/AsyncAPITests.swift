@@ -82,6 +82,22 @@ import Testing
         await listener.close()
     }
 
+    /// Shutting a loop down fails its connections with a typed error instead of hanging them.
+    @Test func loopShutdownFailsOpenConnections() async throws {
+        let serverGroup = try EventLoopGroup(loopCount: 1)
+        let clientGroup = try EventLoopGroup(loopCount: 1)
+        defer { serverGroup.shutdown() }
+        let server = try await startEchoServer(group: serverGroup)
+        let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(server.port)/", group: clientGroup)
+        try await ws.send(text: "x")
+        #expect(try await ws.receive() == .text("x"))
+        clientGroup.shutdown()
+        let info = await ws.closed()
+        #expect(info.error == .transport(.loopShutDown))
+        await #expect(throws: WebSocketError.self) { try await ws.send(text: "after") }
+        await server.close()
+    }
+
     @Test func manyMessagesInOrderWithBoundedInboundBuffer() async throws {
         var config = WebSocketConfiguration()
         config.inboundBufferLimit = 4
