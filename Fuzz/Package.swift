@@ -8,9 +8,10 @@ let package = Package(
     name: "FerryFuzz",
     dependencies: [.package(path: "..")],
     targets: [
-        .executableTarget(name: "FuzzFrameDecoder", dependencies: [.product(name: "FerryWebSocket", package: "main")]),
-        .executableTarget(name: "FuzzHandshake", dependencies: [.product(name: "FerryWebSocket", package: "main")]),
-        .executableTarget(name: "FuzzBLIP", dependencies: [.product(name: "FerryBLIP", package: "main")]),
+        .target(name: "FuzzSupport"),
+        .executableTarget(name: "FuzzFrameDecoder", dependencies: ["FuzzSupport", .product(name: "FerryWebSocket", package: "main")]),
+        .executableTarget(name: "FuzzHandshake", dependencies: ["FuzzSupport", .product(name: "FerryWebSocket", package: "main")]),
+        .executableTarget(name: "FuzzBLIP", dependencies: ["FuzzSupport", .product(name: "FerryBLIP", package: "main")]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -17,21 +17,15 @@ enum Socket {
 
     static func setNoDelay(_ fd: Int32) { setOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY, 1) }
 
-    static func localAddress(_ fd: Int32) -> SocketAddress? {
-        var ss = sockaddr_storage()
-        var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let rc = withUnsafeMutablePointer(to: &ss) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
-        }
-        if rc != 0 { return nil }
-        return withUnsafeBytes(of: &ss) { SocketAddress(raw: $0.baseAddress!, length: Int(len)) }
-    }
+    static func localAddress(_ fd: Int32) -> SocketAddress? { address(fd, getsockname) }
 
-    static func peerAddress(_ fd: Int32) -> SocketAddress? {
+    static func peerAddress(_ fd: Int32) -> SocketAddress? { address(fd, getpeername) }
+
+    private static func address(_ fd: Int32, _ get: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32) -> SocketAddress? {
         var ss = sockaddr_storage()
         var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let rc = withUnsafeMutablePointer(to: &ss) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &len) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { get(fd, $0, &len) }
         }
         if rc != 0 { return nil }
         return withUnsafeBytes(of: &ss) { SocketAddress(raw: $0.baseAddress!, length: Int(len)) }

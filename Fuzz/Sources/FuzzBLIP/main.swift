@@ -1,16 +1,9 @@
 import FerryBLIP
-#if canImport(Glibc)
-import Glibc
-#endif
+import FuzzSupport
 
 // Feeds arbitrary frames to a BLIPSession: the input is split into frames at 0xFE separator
 // bytes (so one input exercises CRC chaining, multi-frame assembly, ACKs and the shared
 // inflater across frames). Typed errors are expected; crashes, traps and sanitizer reports are bugs.
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<CInt>,
-                         _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
-                         _ cb: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt) -> CInt
-
 func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     guard let data, size > 0 else { return 0 }
     var config = BLIPConfiguration()
@@ -32,6 +25,4 @@ func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     return 0
 }
 
-var argc = CommandLine.argc
-var argv = CommandLine.unsafeArgv
-exit(LLVMFuzzerRunDriver(&argc, &argv, fuzzOne))
+runFuzzer(fuzzOne)

@@ -1,16 +1,9 @@
 import FerryWebSocket
-#if canImport(Glibc)
-import Glibc
-#endif
+import FuzzSupport
 
 // Drives the streaming state machine (both roles) and the value-level FrameDecoder with
 // arbitrary bytes split at an input-chosen point. Any crash, trap or sanitizer report is a bug;
 // typed errors are the expected outcome for garbage.
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<CInt>,
-                         _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
-                         _ cb: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt) -> CInt
-
 func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     guard let data, size > 0 else { return 0 }
     let split = Int(data[0]) % max(1, size)
@@ -38,6 +31,4 @@ func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     return 0
 }
 
-var argc = CommandLine.argc
-var argv = CommandLine.unsafeArgv
-exit(LLVMFuzzerRunDriver(&argc, &argv, fuzzOne))
+runFuzzer(fuzzOne)

@@ -1,15 +1,8 @@
 import FerryWebSocket
-#if canImport(Glibc)
-import Glibc
-#endif
+import FuzzSupport
 
 // Feeds arbitrary bytes to the HTTP head parser (in two pieces) and, when a head comes out,
 // to the request and response parsers and the server/client handshake validators.
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<CInt>,
-                         _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
-                         _ cb: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt) -> CInt
-
 func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     guard let data, size > 0 else { return 0 }
     let split = Int(data[0]) % max(1, size)
@@ -38,6 +31,4 @@ enum UpgradeRequestProbe {
     }
 }
 
-var argc = CommandLine.argc
-var argv = CommandLine.unsafeArgv
-exit(LLVMFuzzerRunDriver(&argc, &argv, fuzzOne))
+runFuzzer(fuzzOne)
