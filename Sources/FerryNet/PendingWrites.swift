@@ -3,17 +3,23 @@ import Glibc
 #endif
 
 /// The write queue of one connection: byte chunks waiting for the socket, flushed with
-/// `writev`. Small writes are coalesced into the tail chunk so a burst of small frames costs
-/// one system call; large ones keep their own chunk and are never copied again. Loop-confined.
+/// `write` (one chunk) or `writev` (several). Small writes are coalesced into the tail chunk so
+/// a burst of small frames costs one system call; large ones keep their own chunk and are never
+/// copied again. The buffer of a drained chunk is kept for the next write, so a steady
+/// request/response flow allocates nothing per message. Loop-confined.
 struct PendingWrites {
     private var chunks: [[UInt8]] = []
     /// Bytes of `chunks[0]` already written.
     private var headOffset = 0
     /// Bytes queued and not yet written.
     private(set) var byteCount = 0
+    /// An empty buffer kept from a drained chunk, reused by the next small write.
+    private var spare: [UInt8] = []
 
     /// Chunks under this size are merged into the tail chunk.
     static let coalesceLimit = 16 * 1024
+    /// Drained buffers up to this capacity are kept for reuse.
+    static let spareLimit = 64 * 1024
 
     var isEmpty: Bool { byteCount == 0 }
 
@@ -23,12 +29,18 @@ struct PendingWrites {
         if bytes.count < Self.coalesceLimit, !chunks.isEmpty, chunks.count > 1 || headOffset == 0,
            chunks[chunks.count - 1].count + bytes.count <= 4 * Self.coalesceLimit {
             chunks[chunks.count - 1].append(contentsOf: bytes)
-        } else {
-            var c = [UInt8]()
-            c.reserveCapacity(max(bytes.count, 4096))
-            c.append(contentsOf: bytes)
-            chunks.append(c)
+            return
         }
+        var c: [UInt8]
+        if spare.capacity >= bytes.count {
+            c = spare
+            spare = []
+        } else {
+            c = []
+            c.reserveCapacity(max(bytes.count, 4096))
+        }
+        c.append(contentsOf: bytes)
+        chunks.append(c)
     }
 
     mutating func append(_ chunk: [UInt8]) {
@@ -44,38 +56,39 @@ struct PendingWrites {
     /// Writes as much as the socket takes. Returns the errno of a hard failure, or nil.
     mutating func flush(fd: Int32) -> Int32? {
         while byteCount > 0 {
-            let n = min(chunks.count, 64)
-            var iov = [iovec](repeating: iovec(), count: n)
-            // The arrays are not mutated until writev returns, so their storage stays put.
-            var written = 0
-            var err: Int32 = 0
-            withIOVecs(count: n, into: &iov) { iovs in
-                written = Glibc.writev(fd, iovs, Int32(n))
-                if written < 0 { err = errno }
-            }
+            let written = chunks.count == 1 ? writeHead(fd: fd) : writeVector(fd: fd)
             if written < 0 {
+                let err = errno
                 if err == EAGAIN || err == EWOULDBLOCK { return nil }
                 if err == EINTR { continue }
                 return err
             }
-            consume(written)
             if written == 0 { return nil }
+            consume(written)
         }
         return nil
     }
 
-    private func withIOVecs(count n: Int, into iov: inout [iovec], _ body: (UnsafePointer<iovec>) -> Void) {
-        // Recursion pins each chunk's buffer for the duration of the call.
-        func pin(_ i: Int, _ iov: UnsafeMutablePointer<iovec>) {
-            if i == n { body(iov); return }
-            chunks[i].withUnsafeBytes { raw in
-                let off = i == 0 ? headOffset : 0
-                iov[i] = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress! + off),
-                               iov_len: raw.count - off)
-                pin(i + 1, iov)
-            }
+    private func writeHead(fd: Int32) -> Int {
+        chunks[0].withUnsafeBytes { raw in
+            Glibc.write(fd, raw.baseAddress! + headOffset, raw.count - headOffset)
         }
-        iov.withUnsafeMutableBufferPointer { pin(0, $0.baseAddress!) }
+    }
+
+    private func writeVector(fd: Int32) -> Int {
+        let n = min(chunks.count, 64)
+        return withUnsafeTemporaryAllocation(of: iovec.self, capacity: n) { iov in
+            // Recursion pins each chunk's buffer until writev returns.
+            func pin(_ i: Int) -> Int {
+                if i == n { return Glibc.writev(fd, iov.baseAddress!, Int32(n)) }
+                return chunks[i].withUnsafeBytes { raw in
+                    let off = i == 0 ? headOffset : 0
+                    iov[i] = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress! + off), iov_len: raw.count - off)
+                    return pin(i + 1)
+                }
+            }
+            return pin(0)
+        }
     }
 
     private mutating func consume(_ n: Int) {
@@ -85,15 +98,18 @@ struct PendingWrites {
             let left = chunks[0].count - headOffset
             if n >= left {
                 n -= left
-                chunks.removeFirst()
+                var done = chunks.removeFirst()
                 headOffset = 0
+                if done.capacity <= Self.spareLimit && done.capacity > spare.capacity {
+                    done.removeAll(keepingCapacity: true)
+                    spare = done
+                }
             } else {
                 headOffset += n
                 n = 0
             }
         }
-        if chunks.isEmpty { headOffset = 0 }
     }
 
-    mutating func removeAll() { chunks = []; headOffset = 0; byteCount = 0 }
+    mutating func removeAll() { chunks = []; headOffset = 0; byteCount = 0; spare = [] }
 }
