@@ -29,6 +29,8 @@ public final class BLIPSession {
     private var nextRequestNumber: UInt64 = 1
     private var lastIncomingRequest: UInt64 = 0
     private var outCRC = BLIPChecksum()
+    /// Reused for the rare frame that spans a message's properties and body.
+    private var scratch: [UInt8] = []
     private var inCRC = BLIPChecksum()
     private lazy var deflater = BLIPDeflater(level: configuration.compressionLevel)
     private lazy var inflater = BLIPInflater(maxOutput: configuration.maxMessageSize + 64)
@@ -48,7 +50,7 @@ public final class BLIPSession {
         nextRequestNumber += 1
         var flags = request.flags.intersection([.urgent, .compressed, .noReply])
         if configuration.compressionLevel == 0 { flags.remove(.compressed) }
-        let m = OutgoingMessage(type: .request, number: number, flags: flags, stream: request.encodedStream())
+        let m = OutgoingMessage(type: .request, number: number, flags: flags, message: request)
         if !flags.contains(.noReply) { awaitingResponse.insert(number) }
         outgoingRequests[number] = m
         enqueue(m)
@@ -66,7 +68,7 @@ public final class BLIPSession {
         if urgent { flags.insert(.urgent) }
         if configuration.compressionLevel == 0 { flags.remove(.compressed) }
         let type: BLIPMessageType = response.type == .error ? .error : .response
-        let m = OutgoingMessage(type: type, number: number, flags: flags, stream: response.encodedStream())
+        let m = OutgoingMessage(type: type, number: number, flags: flags, message: response)
         outgoingResponses[number] = m
         enqueue(m)
     }
@@ -90,7 +92,7 @@ public final class BLIPSession {
     public var hasFrameToSend: Bool { !acks.isEmpty || !outbox.isEmpty }
 
     /// Bytes queued in unsent message streams (for memory accounting).
-    public var queuedBytes: Int { outbox.reduce(0) { $0 + $1.stream.count - $1.offset } }
+    public var queuedBytes: Int { outbox.reduce(0) { $0 + $1.count - $1.offset } }
 
     /// The next frame to send as one WebSocket binary message, or nil if nothing can go now
     /// (empty queue, or every message frozen awaiting ACKs).
@@ -104,22 +106,19 @@ public final class BLIPSession {
         frame.reserveCapacity(budget + 64)
         Varint.write(m.number, into: &frame)
         let headerLength = frame.count + 1
-        let take = min(m.stream.count - m.offset, budget - headerLength - 4)
-        let more = m.offset + take < m.stream.count
+        let take = min(m.count - m.offset, budget - headerLength - 4)
+        let more = m.offset + take < m.count
         var flags = BLIPFlags(type: m.type, m.flags)
         if more { flags.insert(.moreComing) }
         frame.append(flags.rawValue)
-        try m.stream.withUnsafeBytes { raw in
-            Result { () throws(BLIPError) in
-                let slice = UnsafeRawBufferPointer(rebasing: raw[m.offset..<(m.offset + take)])
-                outCRC.update(slice)
-                if m.flags.contains(.compressed) {
-                    try deflater.compress(slice, into: &frame)
-                } else {
-                    frame.append(contentsOf: slice)
-                }
+        try m.withSlice(m.offset, take, scratch: &scratch) { (slice) throws(BLIPError) in
+            outCRC.update(slice)
+            if m.flags.contains(.compressed) {
+                try deflater.compress(slice, into: &frame)
+            } else {
+                frame.append(contentsOf: slice)
             }
-        }.get()
+        }
         let crc = outCRC.value
         frame.append(contentsOf: [UInt8(crc >> 24), UInt8(crc >> 16 & 0xFF), UInt8(crc >> 8 & 0xFF), UInt8(crc & 0xFF)])
         m.offset += take

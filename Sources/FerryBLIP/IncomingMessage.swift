@@ -15,18 +15,20 @@ final class IncomingMessage {
         self.type = type; self.number = number; self.flags = flags
     }
 
-    /// Parses the message once all its frames are in.
+    /// Parses the message once all its frames are in. The body is the received buffer itself,
+    /// with the properties removed in place (no second copy of a large body).
     func complete() throws(BLIPError) -> BLIPMessage {
-        let msg: BLIPMessage = try stream.withUnsafeBytes { raw in
-            Result { () throws(BLIPError) -> BLIPMessage in
+        var buffer = stream
+        stream = []
+        let (props, headLength) = try buffer.withUnsafeBytes { raw in
+            Result { () throws(BLIPError) -> (BLIPProperties, Int) in
                 guard let (len, n) = try Varint.read(raw, at: 0) else { throw .protocolError("message ends inside its properties length") }
                 guard len <= UInt64(BLIPConstants.maxPropertiesSize) else { throw .protocolError("properties larger than 100 KiB") }
                 guard n + Int(len) <= raw.count else { throw .protocolError("message ends inside its properties") }
-                let props = try BLIPProperties.decode(UnsafeRawBufferPointer(rebasing: raw[n..<(n + Int(len))]))
-                return BLIPMessage(type: type, number: number, flags: flags.subtracting(.moreComing),
-                                   properties: props, body: Array(raw[(n + Int(len))...]))
+                return (try BLIPProperties.decode(UnsafeRawBufferPointer(rebasing: raw[n..<(n + Int(len))])), n + Int(len))
             }
         }.get()
-        return msg
+        buffer.removeSubrange(0..<headLength)
+        return BLIPMessage(type: type, number: number, flags: flags.subtracting(.moreComing), properties: props, body: buffer)
     }
 }

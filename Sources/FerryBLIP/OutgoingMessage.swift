@@ -4,7 +4,11 @@ final class OutgoingMessage {
     let type: BLIPMessageType
     let number: UInt64
     let flags: BLIPFlags
-    let stream: [UInt8]
+    /// varint(len(properties)) ‖ properties: the stream's head, kept apart from the body so a
+    /// large body is never copied into a concatenated stream.
+    let prefix: [UInt8]
+    /// The body: the rest of the stream.
+    let body: [UInt8]
     /// Stream bytes already framed.
     var offset = 0
     /// Bytes on the wire so far: each frame's payload (compressed size) plus its 4-byte CRC.
@@ -14,12 +18,37 @@ final class OutgoingMessage {
     /// Out of the queue until an ACK brings the unacknowledged bytes below the limit.
     var frozen = false
 
-    init(type: BLIPMessageType, number: UInt64, flags: BLIPFlags, stream: [UInt8]) {
-        self.type = type; self.number = number; self.flags = flags; self.stream = stream
+    init(type: BLIPMessageType, number: UInt64, flags: BLIPFlags, message: BLIPMessage) {
+        self.type = type; self.number = number; self.flags = flags
+        let p = message.properties.encoded()
+        var head = Varint.encode(UInt64(p.count))
+        head.append(contentsOf: p)
+        prefix = head
+        body = message.body
+    }
+
+    /// The stream's length.
+    var count: Int { prefix.count + body.count }
+
+    /// Calls `use` with stream bytes `[offset, offset + length)`, copying into `scratch` only
+    /// when the range spans the prefix and the body.
+    func withSlice<R>(_ offset: Int, _ length: Int, scratch: inout [UInt8],
+                      _ use: (UnsafeRawBufferPointer) throws(BLIPError) -> R) throws(BLIPError) -> R {
+        let end = offset + length
+        if end <= prefix.count || offset >= prefix.count {
+            let (source, start) = end <= prefix.count ? (prefix, offset) : (body, offset - prefix.count)
+            return try source.withUnsafeBytes { raw in
+                Result { () throws(BLIPError) in try use(UnsafeRawBufferPointer(rebasing: raw[start..<(start + length)])) }
+            }.get()
+        }
+        scratch.removeAll(keepingCapacity: true)
+        scratch.append(contentsOf: prefix[offset...])
+        scratch.append(contentsOf: body[..<(end - prefix.count)])
+        return try scratch.withUnsafeBytes { raw in Result { () throws(BLIPError) in try use(raw) } }.get()
     }
 
     var isUrgent: Bool { flags.contains(.urgent) }
     var started: Bool { offset > 0 }
-    var finished: Bool { offset >= stream.count && (stream.count > 0 || offset > 0) }
+
     var unacked: Int { bytesSent - bytesAcked }
 }
