@@ -93,22 +93,33 @@ import Testing
         await server.close()
     }
 
-    /// A peer that sends a frame with a bad checksum gets close 1011; its pending request fails;
-    /// another connection to the same server keeps working.
-    @Test func fatalProtocolErrorClosesWith1011Only() async throws {
+    /// Each fatal case of the error matrix, sent by a raw WebSocket peer: the server closes that
+    /// connection with 1011, fails the request it had pending on it with a protocol error, and a
+    /// second connection to the same server keeps working.
+    @Test(arguments: BLIPSessionTests.fatalCases.filter { $0.0 != "response to an unsent request" })
+    func fatalProtocolErrorClosesWith1011Only(name: String, frame: [UInt8]) async throws {
         let group = try EventLoopGroup(loopCount: 2)
         defer { group.shutdown() }
-        let server = try await Self.echoServer(group: group)
+        let (failures, failed) = AsyncStream<BLIPError>.makeStream()
+        let server = try await BLIPConnection.listen(port: 0, path: "/blip", app: "FerryTest", group: group) { conn in
+            conn.registerDefault { req in req.respond(body: req.message.body) }
+            // A request of the server's own that the raw peer never answers.
+            conn.send(.request(profile: "hello")) { result in
+                // The healthy client answers it (404); only the raw peer's connection fails it.
+                if case .failure(let e) = result, case .errorResponse = e {} else if case .failure(let e) = result { failed.yield(e) }
+            }
+        }
         let healthy = try await BLIPConnection.connect(to: "ws://127.0.0.1:\(server.port)/blip", app: "FerryTest", group: group)
         var config = BLIPConnection.webSocketConfiguration(app: "FerryTest")
         config.subprotocols = ["BLIP_3+FerryTest"]
         let raw = try await WebSocket.connect(to: "ws://127.0.0.1:\(server.port)/blip", configuration: config, group: group)
-        var frame = BLIPSessionTests.frame(number: 1, flags: 0, stream: Varint.encode(0))
-        frame[frame.count - 1] ^= 0xFF
         try await raw.send(binary: frame)
-        for try await _ in raw.messages {}
+        do { for try await _ in raw.messages {} } catch {}
         let info = await raw.closed()
-        #expect(info.code == .internalError)
+        #expect(info.code == .internalError, "\(name)")
+        var it = failures.makeAsyncIterator()
+        let failure = await it.next()
+        if case .protocolError? = failure {} else { Issue.record("\(name): pending request ended with \(String(describing: failure))") }
         let reply = try await healthy.send(.request(profile: "echo", body: [1, 2, 3]))
         #expect(reply.body == [1, 2, 3])
         await healthy.close()
