@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "FerryWebSocket", targets: ["FerryWebSocket"]),
         .library(name: "FerryBLIP", targets: ["FerryBLIP"]),
         .executable(name: "ferry-echo", targets: ["ferry-echo"]),
+        .executable(name: "ferry-bench", targets: ["ferry-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -38,6 +39,10 @@ let package = Package(
                           dependencies: ["FerryWebSocket", "FerryNet", "FerryBLIP",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "Logging", package: "swift-log")]),
+        // Side-by-side measurements: `swift run -c release ferry-bench …` (docs/performance.md).
+        .executableTarget(name: "ferry-bench",
+                          dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet", "CFerrySystem",
+                                         .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         // A runnable example of FerryBLIP used alone (docs/transport.md); CI builds and runs it.
         .executableTarget(name: "blip-rpc-example", dependencies: ["FerryBLIP", "FerryNet"],
                           path: "Examples/BLIPRPC"),

@@ -6,6 +6,8 @@ import CZlib
 final class BLIPDeflater {
     private var stream = z_stream()
     private var ready = false
+    /// Output scratch, reused across frames (a frame's worth plus deflate's worst-case growth).
+    private var chunk = [UInt8](repeating: 0, count: 20 * 1024)
 
     init(level: Int32 = 6) {
         ready = deflateInit2_(&stream, level, Z_DEFLATED, -15, 9, Z_DEFAULT_STRATEGY,
@@ -18,7 +20,6 @@ final class BLIPDeflater {
     func compress(_ input: UnsafeRawBufferPointer, into out: inout [UInt8]) throws(BLIPError) {
         guard ready else { throw .protocolError("deflate unavailable") }
         let start = out.count
-        var chunk = [UInt8](repeating: 0, count: max(64, input.count + input.count / 8 + 64))
         stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress?.assumingMemoryBound(to: Bytef.self))
         stream.avail_in = uInt(input.count)
         repeat {
@@ -42,6 +43,8 @@ final class BLIPDeflater {
 final class BLIPInflater {
     private var stream = z_stream()
     private var ready = false
+    /// Output scratch, reused across frames.
+    private var chunk = [UInt8](repeating: 0, count: 32 * 1024)
     /// The most a single frame may inflate to (a decompression-bomb guard).
     let maxOutput: Int
 
@@ -52,40 +55,47 @@ final class BLIPInflater {
 
     deinit { if ready { inflateEnd(&stream) } }
 
-    /// Inflates one frame's payload (the trailer re-added), appending the output to `out`.
+    /// Inflates one frame's payload followed by the stripped sync-flush trailer, appending the
+    /// output to `out`.
     func decompress(_ input: UnsafeRawBufferPointer, into out: inout [UInt8]) throws(BLIPError) {
         guard ready else { throw .protocolError("inflate unavailable") }
-        var withTrailer = [UInt8](input)
-        withTrailer.append(contentsOf: BLIPConstants.syncFlushTrailer)
         let start = out.count
-        var chunk = [UInt8](repeating: 0, count: 32 * 1024)
+        try inflate(input, into: &out, start: start)
+        try BLIPConstants.syncFlushTrailer.withUnsafeBytes { t in
+            Result { () throws(BLIPError) in try inflate(t, into: &out, start: start) }
+        }.get()
+    }
+
+    private func inflate(_ input: UnsafeRawBufferPointer, into out: inout [UInt8], start: Int) throws(BLIPError) {
+        guard let base = input.baseAddress, input.count > 0 else { return }
+        stream.next_in = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: Bytef.self))
+        stream.avail_in = uInt(input.count)
+        defer { stream.next_in = nil }
         var status: Int32 = Z_OK
-        try withTrailer.withUnsafeMutableBytes { (inp: UnsafeMutableRawBufferPointer) in Result { () throws(BLIPError) in
-            stream.next_in = inp.baseAddress!.assumingMemoryBound(to: Bytef.self)
-            stream.avail_in = uInt(inp.count)
-            repeat {
-                let inBefore = stream.avail_in
-                let produced: Int = chunk.withUnsafeMutableBytes { c in
-                    stream.next_out = c.baseAddress!.assumingMemoryBound(to: Bytef.self)
-                    stream.avail_out = uInt(c.count)
-                    status = inflate(&stream, Z_SYNC_FLUSH)
-                    return c.count - Int(stream.avail_out)
-                }
-                out.append(contentsOf: chunk[..<produced])
-                // A BLIP stream never ends (no final block) and every call must make progress;
-                // anything else would loop forever on crafted input.
-                if status == Z_STREAM_END { throw .protocolError("deflate stream ended (final block)") }
-                if status != Z_OK && status != Z_BUF_ERROR { throw .protocolError("invalid deflate data") }
-                if produced == 0 && stream.avail_in == inBefore {
-                    if inBefore == 0 { break }
-                    throw .protocolError("truncated deflate data")
-                }
-                if out.count - start > maxOutput { throw .protocolError("compressed frame inflates past \(maxOutput) bytes") }
-            } while stream.avail_in > 0 || stream.avail_out == 0
-            stream.next_in = nil
-        } }.get()
+        repeat {
+            let inBefore = stream.avail_in
+            let produced: Int = chunk.withUnsafeMutableBytes { c in
+                stream.next_out = c.baseAddress!.assumingMemoryBound(to: Bytef.self)
+                stream.avail_out = uInt(c.count)
+                status = zlibInflate(&stream, Z_SYNC_FLUSH)
+                return c.count - Int(stream.avail_out)
+            }
+            out.append(contentsOf: chunk[..<produced])
+            // A BLIP stream never ends (no final block) and every call must make progress;
+            // anything else would loop forever on crafted input.
+            if status == Z_STREAM_END { throw .protocolError("deflate stream ended (final block)") }
+            if status != Z_OK && status != Z_BUF_ERROR { throw .protocolError("invalid deflate data") }
+            if produced == 0 && stream.avail_in == inBefore {
+                if inBefore == 0 { break }
+                throw .protocolError("truncated deflate data")
+            }
+            if out.count - start > maxOutput { throw .protocolError("compressed frame inflates past \(maxOutput) bytes") }
+        } while stream.avail_in > 0 || stream.avail_out == 0
     }
 }
+
+/// zlib's `inflate`, named apart from `BLIPInflater.inflate`.
+private func zlibInflate(_ s: UnsafeMutablePointer<z_stream>, _ flush: Int32) -> Int32 { inflate(s, flush) }
 
 /// The running CRC-32 (zlib's) of one direction.
 struct BLIPChecksum {

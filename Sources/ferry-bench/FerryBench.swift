@@ -1,0 +1,9 @@
+import ArgumentParser
+
+@main
+struct FerryBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ferry-bench",
+        abstract: "Side-by-side measurements (docs/performance.md).",
+        subcommands: [BLIPBench.self])
+}
