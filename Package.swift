@@ -9,7 +9,9 @@ let package = Package(
     products: [
         .library(name: "FerryNet", targets: ["FerryNet"]),
         .library(name: "FerryWebSocket", targets: ["FerryWebSocket"]),
+        .library(name: "FerryStore", targets: ["FerryStore"]),
         .executable(name: "ferry-echo", targets: ["ferry-echo"]),
+        .executable(name: "ferry-bench", targets: ["ferry-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -34,6 +36,15 @@ let package = Package(
                           dependencies: ["FerryWebSocket", "FerryNet",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "Logging", package: "swift-log")]),
+        // The document store: SQLite (C API), revision trees, conflicts, validation. No transport.
+        .target(name: "FerryStore",
+                dependencies: ["CSQLite", "COpenSSL", .product(name: "Logging", package: "swift-log")]),
+        // A child process for the durability test: commits batches and reports each one.
+        .executableTarget(name: "ferry-store-writer", dependencies: ["FerryStore"]),
+        .executableTarget(name: "ferry-bench",
+                          dependencies: ["FerryStore", "CSQLite",
+                                         .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+        .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore", "CSQLite", "ferry-store-writer"]),
         .testTarget(name: "FerryNetTests", dependencies: ["FerryNet"]),
         .testTarget(name: "FerryWebSocketTests",
                     dependencies: ["FerryWebSocket", "FerryNet"],
