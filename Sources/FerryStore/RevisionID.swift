@@ -49,15 +49,22 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
     /// generation = parent's + 1 (1 without a parent). `canonicalBody` must be the canonical
     /// JSON of the body without meta keys (`{}` for an empty tombstone).
     public static func make(parent: RevisionID?, deleted: Bool, canonicalBody: [UInt8]) -> RevisionID {
-        let parentText = Array((parent?.description ?? "").utf8)
-        let n = min(parentText.count, 255)
+        make(parentText: parent?.description ?? "", generation: (parent?.generation ?? 0) + 1,
+             deleted: deleted, canonicalBody: canonicalBody)
+    }
+
+    /// The formula on the parent's text, so the 255-byte truncation can be checked with
+    /// parents longer than any `RevisionID` this store accepts.
+    static func make(parentText: String, generation: Int, deleted: Bool, canonicalBody: [UInt8]) -> RevisionID {
+        let parentBytes = Array(parentText.utf8)
+        let n = min(parentBytes.count, 255)
         var input: [UInt8] = []
         input.reserveCapacity(2 + n + canonicalBody.count)
         input.append(UInt8(n))
-        input.append(contentsOf: parentText[0..<n])
+        input.append(contentsOf: parentBytes[0..<n])
         input.append(deleted ? 1 : 0)
         input.append(contentsOf: canonicalBody)
-        return RevisionID(generation: (parent?.generation ?? 0) + 1, digest: hex(sha1(input)))
+        return RevisionID(generation: generation, digest: hex(sha1(input)))
     }
 
     static func sha1(_ input: [UInt8]) -> [UInt8] {
