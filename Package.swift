@@ -41,9 +41,8 @@ let package = Package(
                 dependencies: ["CSQLite", "COpenSSL", .product(name: "Logging", package: "swift-log")]),
         // A child process for the durability test: commits batches and reports each one.
         .executableTarget(name: "ferry-store-writer", dependencies: ["FerryStore"]),
-        .executableTarget(name: "ferry-bench",
-                          dependencies: ["FerryStore", "CSQLite",
-                                         .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+        // Side-by-side measurements: `ferry-bench store` (docs/performance.md).
+        .executableTarget(name: "ferry-bench", dependencies: ["FerryStore", "CSQLite"]),
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore", "CSQLite", "ferry-store-writer"]),
         .testTarget(name: "FerryNetTests", dependencies: ["FerryNet"]),
         .testTarget(name: "FerryWebSocketTests",

@@ -76,18 +76,26 @@ public enum CanonicalJSON {
 
     static func writeString(_ s: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        for c in s.utf8 {
-            switch c {
-            case UInt8(ascii: "\""): out.append(UInt8(ascii: "\\")); out.append(c)
-            case UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\")); out.append(c)
-            case 0x0A: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "n"))
-            case 0x0D: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "r"))
-            case 0x09: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "t"))
-            case 0..<0x20, 0x7F:
-                out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                                        hexDigits[Int(c >> 4)], hexDigits[Int(c & 0xF)]])
-            default: out.append(c)
+        var s = s
+        s.withUTF8 { buf in
+            // Copy runs that need no escaping in one go; most strings are a single run.
+            var runStart = 0
+            for i in 0..<buf.count {
+                let c = buf[i]
+                if c >= 0x20 && c != UInt8(ascii: "\"") && c != UInt8(ascii: "\\") && c != 0x7F { continue }
+                if i > runStart { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[runStart..<i])) }
+                runStart = i + 1
+                switch c {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\")); out.append(c)
+                case 0x0A: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "n"))
+                case 0x0D: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "r"))
+                case 0x09: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "t"))
+                default:
+                    out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                                            hexDigits[Int(c >> 4)], hexDigits[Int(c & 0xF)]])
+                }
             }
+            if buf.count > runStart { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[runStart..<buf.count])) }
         }
         out.append(UInt8(ascii: "\""))
     }
