@@ -54,6 +54,15 @@ final class Connection: @unchecked Sendable {
         return s
     }
 
+    /// A statement that is not cached; the caller finalizes it. For EXPLAIN, which never checks
+    /// the schema cookie and so would keep a stale plan if cached.
+    func prepareUncached(_ sql: String) throws(StoreError) -> Statement {
+        var stmt: OpaquePointer?
+        let rc = sqlite3_prepare_v2(handle, sql, -1, &stmt, nil)
+        guard rc == SQLITE_OK, let stmt else { throw error(rc) }
+        return Statement(handle: stmt, connection: self)
+    }
+
     /// Runs one or more statements without caching (schema, pragmas, transactions).
     func execute(_ sql: String) throws(StoreError) {
         var err: UnsafeMutablePointer<CChar>?

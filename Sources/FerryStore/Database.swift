@@ -59,7 +59,7 @@ public final class Database: Sendable {
         let conn = try Connection(path: path)
         let opened: Schema.Opened
         do {
-            opened = try Schema.prepare(conn, durability: options.durability, freshUUID: copied)
+            opened = try Schema.prepare(conn, options: options, freshUUID: copied)
         } catch {
             conn.close()
             if copied { try? fm.removeItem(atPath: path) }
@@ -67,6 +67,13 @@ public final class Database: Sendable {
         }
         let db = Database(path: path, uuid: opened.uuid, options: options,
                           writer: Writer(connection: conn, lastSequence: opened.lastSequence))
+        // documents(ofType:) must not scan: the type key is always indexed.
+        do {
+            try db.createIndex(on: options.typeKey)
+        } catch {
+            db.close()
+            throw error
+        }
         db.logger.debug("opened \(path) uuid=\(opened.uuid) lastSequence=\(opened.lastSequence)")
         return db
     }

@@ -22,6 +22,11 @@ public struct DatabaseOptions: Sendable {
     public var durability: Durability = .normal
     /// The property that names a document's type for `documents(ofType:)` (indexed).
     public var typeKey: String = "type"
+    /// WAL pages (4 KiB) after which a commit checkpoints the WAL into the main file. Each
+    /// checkpoint is an fsync; SQLite's default (1000) makes batched imports wait on them.
+    public var walAutoCheckpointPages: Int = 8192
+    /// Page-cache size of the write connection, in KiB.
+    public var writerCacheKiB: Int = 16384
     /// Where attachment blobs are kept; default: `<database path>.blobs`.
     public var blobDirectory: String?
 

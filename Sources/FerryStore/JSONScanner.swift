@@ -129,6 +129,8 @@ public struct JSONScanner {
         let start = pos
         var escaped = false
         while pos < bytes.count {
+            skipPlainRun()
+            guard pos < bytes.count else { break }
             let c = bytes[pos]
             if c == UInt8(ascii: "\"") {
                 let end = pos
@@ -146,6 +148,21 @@ public struct JSONScanner {
             }
         }
         throw fail("unterminated string")
+    }
+
+    /// Skips 8 bytes at a time while none is `"`, `\`, a control character or non-ASCII
+    /// (SWAR: each test sets a byte's high bit exactly when that byte matches).
+    mutating func skipPlainRun() {
+        guard let base = bytes.baseAddress else { return }
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        while pos + 8 <= bytes.count {
+            let w = UnsafeRawPointer(base + pos).loadUnaligned(as: UInt64.self)
+            let q = w ^ (ones &* 0x22), b = w ^ (ones &* 0x5C)
+            let special = ((q &- ones) & ~q) | ((b &- ones) & ~b) | ((w &- ones &* 0x20) & ~w) | w
+            if special & highs != 0 { return }
+            pos += 8
+        }
     }
 
     mutating func scanEscape() throws(StoreError) {

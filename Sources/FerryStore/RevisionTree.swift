@@ -44,8 +44,14 @@ public struct RevisionTree: Sendable, Equatable {
 
     /// The leaves (revisions without children), highest `RevisionID` first.
     public var leaves: [Node] {
+        unsortedLeaves.sorted { $0.revisionID > $1.revisionID }
+    }
+
+    /// The leaves in no particular order (cheap: most trees have one or two nodes).
+    var unsortedLeaves: [Node] {
+        if nodes.count == 1 { return Array(nodes.values) }
         let parents = parentIDs
-        return nodes.values.filter { !parents.contains($0.revisionID) }.sorted { $0.revisionID > $1.revisionID }
+        return nodes.values.filter { !parents.contains($0.revisionID) }
     }
 
     /// Whether `rev` is in the tree and has no children.
@@ -54,21 +60,31 @@ public struct RevisionTree: Sendable, Equatable {
         return !nodes.values.contains { $0.parent == rev }
     }
 
-    /// The winning revision: live leaves before deleted ones, then the highest revision ID.
-    public var current: Node? {
+    /// The winner among `leaves`: live before deleted, then the higher revision ID.
+    static func winner(of leaves: [Node]) -> Node? {
         var best: Node?
         for leaf in leaves {
             guard let b = best else { best = leaf; continue }
-            if b.isDeleted && !leaf.isDeleted { best = leaf }
-            // `leaves` is sorted highest first, so an earlier leaf of the same liveness wins.
+            if b.isDeleted != leaf.isDeleted {
+                if b.isDeleted { best = leaf }
+            } else if leaf.revisionID > b.revisionID {
+                best = leaf
+            }
         }
         return best
     }
 
+    /// The winning revision: live leaves before deleted ones, then the highest revision ID.
+    public var current: Node? { Self.winner(of: unsortedLeaves) }
+
     /// The live leaves other than the current revision, highest first.
     public var conflicts: [RevisionID] {
-        guard let cur = current else { return [] }
-        return leaves.filter { !$0.isDeleted && $0.revisionID != cur.revisionID }.map(\.revisionID)
+        Self.conflicts(among: unsortedLeaves)
+    }
+
+    static func conflicts(among leaves: [Node]) -> [RevisionID] {
+        guard leaves.count > 1, let cur = winner(of: leaves) else { return [] }
+        return leaves.filter { !$0.isDeleted && $0.revisionID != cur.revisionID }.map(\.revisionID).sorted(by: >)
     }
 
     /// Whether `ancestor` is `rev` or one of its ancestors.

@@ -38,7 +38,7 @@ enum Schema {
     /// Checks the file is a Ferry database this build can use, then (only then) switches it to
     /// WAL and runs pending migrations. Throws before writing anything if the file is not a
     /// database, is corrupt, is another application's database, or has a newer schema.
-    static func prepare(_ conn: Connection, durability: DatabaseOptions.Durability, freshUUID: Bool) throws(StoreError) -> Opened {
+    static func prepare(_ conn: Connection, options: DatabaseOptions, freshUUID: Bool) throws(StoreError) -> Opened {
         // These reads are the first I/O on the file: SQLite reports NOTADB/CORRUPT here.
         let appID = try conn.scalarInt("PRAGMA application_id") ?? 0
         let version = Int(try conn.scalarInt("PRAGMA user_version") ?? 0)
@@ -53,7 +53,9 @@ enum Schema {
         }
 
         _ = try conn.strings("PRAGMA journal_mode=WAL")
-        try conn.execute("PRAGMA synchronous=\(durability == .full ? "FULL" : "NORMAL")")
+        try conn.execute("PRAGMA synchronous=\(options.durability == .full ? "FULL" : "NORMAL")")
+        _ = try conn.strings("PRAGMA wal_autocheckpoint=\(max(1, options.walAutoCheckpointPages))")
+        try conn.execute("PRAGMA cache_size=-\(max(256, options.writerCacheKiB))")
 
         if version < currentVersion || freshUUID {
             try conn.execute("BEGIN IMMEDIATE")

@@ -36,7 +36,8 @@ final class WriteTransaction {
     @discardableResult
     func store(_ id: String, key: Int64?, tree: inout RevisionTree) throws(StoreError) -> Int64 {
         tree.prune(maxDepth: options.maxRevisionTreeDepth)
-        guard let cur = tree.current else { throw .corruptRevisionTree(documentID: id) }
+        let leaves = tree.unsortedLeaves
+        guard let cur = RevisionTree.winner(of: leaves) else { throw .corruptRevisionTree(documentID: id) }
         let blob = RevisionTreeCodec.encode(tree, currentInRow: cur.revisionID)
         lastSequence += 1
         let s: Statement
@@ -49,7 +50,7 @@ final class WriteTransaction {
         }
         s.bind(1, cur.revisionID.description)
         s.bind(2, cur.isDeleted)
-        s.bind(3, !tree.conflicts.isEmpty)
+        s.bind(3, !RevisionTree.conflicts(among: leaves).isEmpty)
         s.bind(4, lastSequence)
         s.bindText(5, cur.body ?? Self.emptyObject)
         s.bindBlob(6, blob)

@@ -37,6 +37,14 @@ func now() -> Double {
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
+@MainActor func cpuSeconds() -> Double {
+    var u = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &u)
+    return Double(u.ru_utime.tv_sec) + Double(u.ru_utime.tv_usec) / 1e6 + Double(u.ru_stime.tv_sec) + Double(u.ru_stime.tv_usec) / 1e6
+}
+
+var cpu0 = 0.0
+
 @MainActor func peakRSSMiB() -> Double {
     var u = rusage()
     getrusage(RUSAGE_SELF.rawValue, &u)
@@ -72,7 +80,7 @@ print("average body \(avg) bytes, batch \(batch)")
 
 @MainActor func report(_ name: String, _ seconds: Double) -> Double {
     let rate = Double(count) / seconds
-    print(name.padding(toLength: 24, withPad: " ", startingAt: 0) + String(format: "%8.2f s  %10.0f docs/s", seconds, rate))
+    print(name.padding(toLength: 24, withPad: " ", startingAt: 0) + String(format: "%8.2f s  %10.0f docs/s  (CPU %.2f s)", seconds, rate, cpuSeconds() - cpu0))
     return rate
 }
 
@@ -83,7 +91,7 @@ guard sqlite3_open(rawPath, &raw) == SQLITE_OK, let raw else { print("cannot ope
 sqlite3_exec(raw, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", nil, nil, nil)
 sqlite3_exec(raw, "CREATE TABLE docs (doc_key INTEGER PRIMARY KEY, doc_id TEXT NOT NULL UNIQUE, rev_id TEXT NOT NULL, sequence INTEGER NOT NULL, body TEXT NOT NULL)", nil, nil, nil)
 let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-var t0 = now()
+var t0 = now(); cpu0 = cpuSeconds(); cpu0 = cpuSeconds()
 sqlite3_exec(raw, "BEGIN", nil, nil, nil)
 var ins: OpaquePointer?
 sqlite3_prepare_v2(raw, "INSERT INTO docs (doc_id, rev_id, sequence, body) VALUES (?, ?, ?, ?)", -1, &ins, nil)
@@ -107,7 +115,7 @@ do {
     // 2. Replicated revisions in batches.
     let replPath = fresh("replicated")
     let db = try Database.open(at: replPath)
-    t0 = now()
+    t0 = now(); cpu0 = cpuSeconds()
     var i = 0
     while i < count {
         let end = min(count, i + batch)
@@ -122,13 +130,13 @@ do {
     // Point reads on that database.
     var rng = SystemRandomNumberGenerator()
     let reads = min(count, 100_000)
-    t0 = now()
+    t0 = now(); cpu0 = cpuSeconds()
     for _ in 0..<reads {
         guard try db.documentJSON("doc-\(Int.random(in: 0..<count, using: &rng))") != nil else { print("missing"); exit(1) }
     }
     var dt = now() - t0
     print(String(format: "point reads, raw JSON   %10.0f reads/s", Double(reads) / dt))
-    t0 = now()
+    t0 = now(); cpu0 = cpuSeconds()
     for _ in 0..<reads {
         guard try db.document("doc-\(Int.random(in: 0..<count, using: &rng))") != nil else { print("missing"); exit(1) }
     }
@@ -140,7 +148,7 @@ do {
     // 3. Local saves in batches.
     let batchPath = fresh("local-batch")
     let db2 = try Database.open(at: batchPath)
-    t0 = now()
+    t0 = now(); cpu0 = cpuSeconds()
     i = 0
     while i < count {
         let end = min(count, i + batch)
@@ -158,7 +166,7 @@ do {
     // 4. Local saves, one transaction each.
     let eachPath = fresh("local-each")
     let db3 = try Database.open(at: eachPath)
-    t0 = now()
+    t0 = now(); cpu0 = cpuSeconds()
     for k in 0..<count { try db3.save(Document(id: "doc-\(k)", properties: props[k])) }
     let localEach = report("local saves (each)", now() - t0)
     print(String(format: "  = %.2f× the ceiling", localEach / ceiling))

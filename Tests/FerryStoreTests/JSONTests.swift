@@ -56,3 +56,23 @@ import Testing
         #expect(try JSONScanner.validate(json("null")) == .literal)
     }
 }
+
+/// The scanner skips plain runs 8 bytes at a time; specials must be found at every offset.
+@Suite struct JSONScannerRunTests {
+    @Test func specialBytesAreFoundAtEveryOffset() throws {
+        for offset in 0..<24 {
+            let prefix = String(repeating: "a", count: offset)
+            for special in ["\\\"", "\\\\", "\\n", "é", "😀", "\\u0001"] {
+                let text = "{\"k\":\"\(prefix)\(special)\(prefix)\"}"
+                #expect(try JSONScanner.validate(json(text)) == .object, "\(text)")
+                let v = try JSONParser.parse(json(text))
+                #expect(try JSONParser.parse(CanonicalJSON.encode(v)) == v)
+            }
+            for bad: [UInt8] in [[0x01], [0x0A], [0xFF], [0xC3]] {
+                let text = json("{\"k\":\"" + prefix) + bad + json(prefix + "\"}")
+                #expect(throws: StoreError.self) { try JSONScanner.validate(text) }
+            }
+            #expect(throws: StoreError.self) { try JSONScanner.validate(json("{\"k\":\"" + prefix)) }
+        }
+    }
+}
