@@ -27,8 +27,6 @@ public struct DatabaseOptions: Sendable {
     public var walAutoCheckpointPages: Int = 8192
     /// Page-cache size of the write connection, in KiB.
     public var writerCacheKiB: Int = 16384
-    /// Where attachment blobs are kept; default: `<database path>.blobs`.
-    public var blobDirectory: String?
 
     /// Default options.
     public init() {}

@@ -8,7 +8,7 @@ enum Schema {
 
     /// Migration `i` takes a file from version `i` to `i + 1`. Append, never edit.
     static let migrations: [String] = [
-        // 0 → 1: documents with their revision trees, local documents, remotes, blobs.
+        // 0 → 1: documents with their revision trees, local documents, remotes.
         """
         CREATE TABLE meta (key TEXT PRIMARY KEY, value ANY) WITHOUT ROWID;
         CREATE TABLE docs (
@@ -25,7 +25,6 @@ enum Schema {
         CREATE INDEX docs_conflicted ON docs(conflicted) WHERE conflicted != 0;
         CREATE TABLE local_docs (doc_id TEXT PRIMARY KEY, generation INTEGER NOT NULL, body TEXT NOT NULL) WITHOUT ROWID;
         CREATE TABLE remotes (remote_key INTEGER PRIMARY KEY, address TEXT NOT NULL UNIQUE);
-        CREATE TABLE blobs (digest TEXT PRIMARY KEY, length INTEGER NOT NULL) WITHOUT ROWID;
         INSERT INTO meta (key, value) VALUES ('last_sequence', 0);
         """,
     ]
