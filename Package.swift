@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "FerryNet", targets: ["FerryNet"]),
         .library(name: "FerryWebSocket", targets: ["FerryWebSocket"]),
         .library(name: "FerryBLIP", targets: ["FerryBLIP"]),
+        .library(name: "FerryStore", targets: ["FerryStore"]),
         .executable(name: "ferry-echo", targets: ["ferry-echo"]),
         .executable(name: "ferry-bench", targets: ["ferry-bench"]),
     ],
@@ -39,13 +40,19 @@ let package = Package(
                           dependencies: ["FerryWebSocket", "FerryNet", "FerryBLIP",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "Logging", package: "swift-log")]),
+        // The document store: SQLite (C API), revision trees, conflicts, validation. No transport.
+        .target(name: "FerryStore",
+                dependencies: ["CSQLite", "COpenSSL", .product(name: "Logging", package: "swift-log")]),
+        // A child process for the durability test: commits batches and reports each one.
+        .executableTarget(name: "ferry-store-writer", dependencies: ["FerryStore"]),
         // Side-by-side measurements: `swift run -c release ferry-bench …` (docs/performance.md).
         .executableTarget(name: "ferry-bench",
-                          dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet", "CFerrySystem",
+                          dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet", "FerryStore", "CSQLite", "CFerrySystem",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         // A runnable example of FerryBLIP used alone (docs/transport.md); CI builds and runs it.
         .executableTarget(name: "blip-rpc-example", dependencies: ["FerryBLIP", "FerryNet"],
                           path: "Examples/BLIPRPC"),
+        .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore", "CSQLite", "ferry-store-writer"]),
         .testTarget(name: "FerryNetTests", dependencies: ["FerryNet"]),
         .testTarget(name: "FerryBLIPTests", dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet"],
                     exclude: ["Interop"]),

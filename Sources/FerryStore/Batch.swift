@@ -1,0 +1,55 @@
+/// The operations available inside `Database.inBatch`: they all commit together. Only valid
+/// inside the closure it is passed to (it is bound to the open transaction).
+public final class Batch {
+    let txn: WriteTransaction
+
+    init(_ txn: WriteTransaction) { self.txn = txn }
+
+    /// See `Database.save(_:concurrencyControl:)`.
+    @discardableResult
+    public func save(_ document: Document, concurrencyControl: ConcurrencyControl = .lastWriteWins) throws(StoreError) -> Document {
+        try txn.save(document, deleting: false, control: .concurrency(concurrencyControl))
+    }
+
+    /// See `Database.save(_:conflictHandler:)`.
+    @discardableResult
+    public func save(_ document: Document, conflictHandler: @escaping ConflictHandler) throws(StoreError) -> Document {
+        try txn.save(document, deleting: false, control: .handler(conflictHandler))
+    }
+
+    /// See `Database.delete(_:concurrencyControl:)`.
+    @discardableResult
+    public func delete(_ document: Document, concurrencyControl: ConcurrencyControl = .lastWriteWins) throws(StoreError) -> Document {
+        try txn.save(document, deleting: true, control: .concurrency(concurrencyControl))
+    }
+
+    /// See `Database.delete(_:conflictHandler:)`.
+    @discardableResult
+    public func delete(_ document: Document, conflictHandler: @escaping ConflictHandler) throws(StoreError) -> Document {
+        try txn.save(document, deleting: true, control: .handler(conflictHandler))
+    }
+
+    /// See `Database.purge(_:)`.
+    public func purge(_ documentID: String) throws(StoreError) {
+        try txn.purge(documentID)
+    }
+
+    /// See `Database.insert(_:fromRemote:resolver:)`.
+    @discardableResult
+    public func insert(_ revision: ReplicatedRevision, fromRemote remote: String? = nil,
+                       resolver: ConflictResolver? = .default) throws(StoreError) -> InsertOutcome {
+        let key = try remote.map { (r) throws(StoreError) -> Int in try txn.remoteKey(r) }
+        return try txn.insert(revision, remote: key, resolver: resolver)
+    }
+
+    /// See `Database.putLocalDocument(_:properties:expectedRevision:)`.
+    @discardableResult
+    public func putLocalDocument(_ id: String, properties: [String: JSONValue], expectedRevision: String? = nil) throws(StoreError) -> String {
+        try txn.putLocal(id, properties: properties, expectedRevision: expectedRevision)
+    }
+
+    /// See `Database.deleteLocalDocument(_:)`.
+    public func deleteLocalDocument(_ id: String) throws(StoreError) {
+        try txn.deleteLocal(id)
+    }
+}

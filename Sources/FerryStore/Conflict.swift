@@ -1,0 +1,26 @@
+/// A conflict between two leaves of a document's revision tree, as handed to a resolver.
+/// `local` and `remote` are nil when that leaf is a tombstone (reference §4.4).
+public struct Conflict: Sendable, Equatable {
+    /// The document in conflict.
+    public let documentID: String
+    /// The local side (the current revision, or the one named), nil if deleted.
+    public let local: Document?
+    /// The remote side (the conflicting leaf), nil if deleted.
+    public let remote: Document?
+    /// The local leaf's revision ID (present even when `local` is nil).
+    public let localRevisionID: RevisionID
+    /// The remote leaf's revision ID (present even when `remote` is nil).
+    public let remoteRevisionID: RevisionID
+}
+
+/// What a resolver decided. How each is stored is in docs/store.md §4 (reference §4.6).
+public enum ConflictResolution: Sendable, Equatable {
+    /// Keep the local content (stored as a child of the remote leaf with the local body).
+    case local
+    /// Keep the remote leaf as it is.
+    case remote
+    /// A new body, stored as a child of the remote leaf.
+    case merged([String: JSONValue])
+    /// Delete the document (a resolver returning nil in Couchbase Lite).
+    case delete
+}

@@ -1,0 +1,348 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// One Ferry document database: a single SQLite file in WAL mode with one serial writer and a
+/// pool of readers that never block it.
+///
+/// Promises: every mutation is one transaction, committed or not at all (a throwing call wrote
+/// nothing); sequences strictly increase and are never reused; the current revision and the
+/// conflict set of a document depend only on its revision tree (docs/store.md). Thread-safe:
+/// share one instance; writes are serialised, reads run concurrently.
+public final class Database: Sendable {
+    /// The database file's path.
+    public let path: String
+    /// This database's own UUID (a copy made from a prebuilt file gets a new one).
+    public let uuid: UUID
+    /// The options it was opened with.
+    public let options: DatabaseOptions
+
+    let writer: Writer
+    let readers: ReaderPool
+    let validators = Mutex<[String: Validator]>([:])
+    let logger = Logger(label: "ferry.store")
+
+    private init(path: String, uuid: UUID, options: DatabaseOptions, writer: Writer) {
+        self.path = path
+        self.uuid = uuid
+        self.options = options
+        self.writer = writer
+        self.readers = ReaderPool(path: path)
+    }
+
+    /// Opens the database at `path`, creating it if needed — first copying
+    /// `options.prebuiltDatabase` there if that is set and `path` does not exist yet.
+    ///
+    /// Throws `.notADatabase`, `.corrupt` or `.newerSchema` for a file it must not use; such a
+    /// file is left exactly as it was. An older schema is migrated in one transaction.
+    public static func open(at path: String, options: DatabaseOptions = DatabaseOptions()) throws(StoreError) -> Database {
+        let fm = FileManager.default
+        var copied = false
+        if !fm.fileExists(atPath: path), let prebuilt = options.prebuiltDatabase {
+            guard fm.fileExists(atPath: prebuilt) else { throw .notFound }
+            // Copy next to the target, then rename: a crash never leaves a half-copied file
+            // at `path`.
+            let temp = path + ".copy-\(UUID().uuidString)"
+            do {
+                try fm.copyItem(atPath: prebuilt, toPath: temp)
+            } catch {
+                try? fm.removeItem(atPath: temp)
+                throw .io(operation: "copy \(prebuilt)", errno: Int32((error as NSError).code))
+            }
+            guard rename(temp, path) == 0 else {
+                let e = errno
+                try? fm.removeItem(atPath: temp)
+                throw .io(operation: "rename to \(path)", errno: e)
+            }
+            copied = true
+        }
+        let conn = try Connection(path: path)
+        let opened: Schema.Opened
+        do {
+            opened = try Schema.prepare(conn, options: options, freshUUID: copied)
+        } catch {
+            conn.close()
+            if copied { try? fm.removeItem(atPath: path) }
+            throw error
+        }
+        let db = Database(path: path, uuid: opened.uuid, options: options,
+                          writer: Writer(connection: conn, lastSequence: opened.lastSequence))
+        // documents(ofType:) must not scan: the type key is always indexed.
+        do {
+            try db.createIndex(on: options.typeKey)
+        } catch {
+            db.close()
+            throw error
+        }
+        db.logger.debug("opened \(path) uuid=\(opened.uuid) lastSequence=\(opened.lastSequence)")
+        return db
+    }
+
+    /// Closes the database: the WAL is checkpointed into the file, live change feeds end, and
+    /// every later call throws `.closed`. Safe to call twice.
+    public func close() {
+        readers.close()
+        writer.close()
+    }
+
+    deinit { close() }
+
+    var context: StoreContext {
+        let v = validators.withLock { $0.sorted { $0.key < $1.key }.map { (name: $0.key, validate: $0.value) } }
+        return StoreContext(options: options, validators: v)
+    }
+
+    /// Runs `body` in one write transaction: everything it does commits together or not at all.
+    /// Use it to save or insert many documents with one commit.
+    public func inBatch<T: Sendable>(_ body: (Batch) throws(StoreError) -> T) throws(StoreError) -> T {
+        try writer.transaction(context) { (txn) throws(StoreError) -> T in try body(Batch(txn)) }
+    }
+
+    // MARK: - Saving
+
+    /// Saves a document (a new one, or one read earlier and changed) as a child of the current
+    /// revision. If it changed since it was read: `.lastWriteWins` overwrites the other change
+    /// (unless that change was a deletion: then `.conflict`), `.failOnConflict` throws
+    /// `.conflict`. Returns the saved document with its new revision ID and sequence.
+    @discardableResult
+    public func save(_ document: Document, concurrencyControl: ConcurrencyControl = .lastWriteWins) throws(StoreError) -> Document {
+        try inBatch { (b) throws(StoreError) -> Document in try b.save(document, concurrencyControl: concurrencyControl) }
+    }
+
+    /// Saves a document; if it changed since it was read, `conflictHandler` gets it and the
+    /// current document and may merge; returning false throws `.conflict`.
+    @discardableResult
+    public func save(_ document: Document, conflictHandler: @escaping ConflictHandler) throws(StoreError) -> Document {
+        try inBatch { (b) throws(StoreError) -> Document in try b.save(document, conflictHandler: conflictHandler) }
+    }
+
+    /// Deletes a document: adds a tombstone (`{}`) as a child of the current revision. To keep
+    /// fields on the tombstone (for filtered replication), save the document with
+    /// `"_deleted": true` among its properties instead. Throws `.notFound` if it never existed.
+    @discardableResult
+    public func delete(_ document: Document, concurrencyControl: ConcurrencyControl = .lastWriteWins) throws(StoreError) -> Document {
+        try inBatch { (b) throws(StoreError) -> Document in try b.delete(document, concurrencyControl: concurrencyControl) }
+    }
+
+    /// Deletes a document with a conflict handler (see `save(_:conflictHandler:)`).
+    @discardableResult
+    public func delete(_ document: Document, conflictHandler: @escaping ConflictHandler) throws(StoreError) -> Document {
+        try inBatch { (b) throws(StoreError) -> Document in try b.delete(document, conflictHandler: conflictHandler) }
+    }
+
+    /// Removes a document and its whole revision tree, as if it had never existed (no tombstone,
+    /// no change-feed entry). Throws `.notFound` if there is no such document.
+    public func purge(_ documentID: String) throws(StoreError) {
+        try inBatch { (b) throws(StoreError) in try b.purge(documentID) }
+    }
+
+    // MARK: - Replicated revisions
+
+    /// Inserts a revision received from a peer with its history (reference §4.2). A revision
+    /// already present is a `noop`. If it conflicts with the current revision and `resolver`
+    /// is given (default: the default rule), the conflict is resolved in the same transaction;
+    /// with nil it stays in the tree. `remote` names the peer: its latest revision is kept.
+    @discardableResult
+    public func insert(_ revision: ReplicatedRevision, fromRemote remote: String? = nil,
+                       resolver: ConflictResolver? = .default) throws(StoreError) -> InsertOutcome {
+        try inBatch { (b) throws(StoreError) -> InsertOutcome in try b.insert(revision, fromRemote: remote, resolver: resolver) }
+    }
+
+    /// Inserts many replicated revisions in one transaction (one commit). Each gets its own
+    /// result: a refused one (bad input, validation, broken history) writes nothing and does
+    /// not stop the others; an SQLite failure rolls the whole batch back and throws.
+    public func insert(_ revisions: [ReplicatedRevision], fromRemote remote: String? = nil,
+                       resolver: ConflictResolver? = .default) throws(StoreError) -> [Result<InsertOutcome, StoreError>] {
+        try inBatch { (b) throws(StoreError) -> [Result<InsertOutcome, StoreError>] in
+            var out: [Result<InsertOutcome, StoreError>] = []
+            out.reserveCapacity(revisions.count)
+            for r in revisions {
+                do throws(StoreError) {
+                    out.append(.success(try b.insert(r, fromRemote: remote, resolver: resolver)))
+                } catch {
+                    switch error {
+                    case .sqlite, .corrupt, .notADatabase, .closed, .io: throw error
+                    default: out.append(.failure(error))
+                    }
+                }
+            }
+            return out
+        }
+    }
+
+    /// Resolves every conflict of a document (the current revision against each other live
+    /// leaf, highest first) and returns the document afterwards. Two stores holding the same
+    /// tree produce the same revisions.
+    @discardableResult
+    public func resolveConflicts(of documentID: String, using resolver: ConflictResolver = .default) throws(StoreError) -> Document? {
+        _ = try inBatch { (b) throws(StoreError) -> Int in try b.txn.resolveAll(documentID, resolver: resolver) }
+        return try document(documentID, includeDeleted: true)
+    }
+
+    /// Resolves one conflict between two named leaves: `remote`'s branch continues, `local`'s
+    /// is closed (docs/store.md §4). Returns the revision created, if any.
+    @discardableResult
+    public func resolveConflict(documentID: String, local: RevisionID, remote: RevisionID,
+                                using resolver: ConflictResolver = .default) throws(StoreError) -> RevisionID? {
+        try inBatch { (b) throws(StoreError) -> RevisionID? in
+            try b.txn.resolveOne(documentID, local: local, remote: remote, resolver: resolver)
+        }
+    }
+
+    // MARK: - Validation
+
+    /// Registers (or with nil removes) a validation function under `name`. Validators run in
+    /// name order on every local save and every replicated revision before it is stored.
+    public func setValidation(named name: String, _ validator: Validator?) {
+        validators.withLock { $0[name] = validator }
+    }
+
+    // MARK: - Reading
+
+    /// The current revision of a document; nil if it does not exist or (unless
+    /// `includeDeleted`) is deleted.
+    public func document(_ id: String, includeDeleted: Bool = false) throws(StoreError) -> Document? {
+        try readers.withReader { (c) throws(StoreError) -> Document? in
+            let s = try c.prepare("SELECT rev_id, deleted, sequence, body FROM docs WHERE doc_id = ?")
+            defer { s.reset() }
+            s.bind(1, id)
+            guard try s.step() else { return nil }
+            let deleted = s.int(1) != 0
+            if deleted && !includeDeleted { return nil }
+            guard let rev = try? RevisionID(s.string(0)) else { throw .corruptRevisionTree(documentID: id) }
+            let props = try WriteTransaction.properties(of: s.bytes(3), documentID: id)
+            return Document(id: id, revisionID: rev, properties: props, isDeleted: deleted, sequence: s.int64(2))
+        }
+    }
+
+    /// The current body's JSON bytes as stored, without parsing (the replicator's path).
+    public func documentJSON(_ id: String) throws(StoreError) -> (revisionID: String, isDeleted: Bool, body: [UInt8])? {
+        try readers.withReader { (c) throws(StoreError) -> (revisionID: String, isDeleted: Bool, body: [UInt8])? in
+            let s = try c.prepare("SELECT rev_id, deleted, body FROM docs WHERE doc_id = ?")
+            defer { s.reset() }
+            s.bind(1, id)
+            guard try s.step() else { return nil }
+            return (s.string(0), s.int(1) != 0, s.bytes(2))
+        }
+    }
+
+    /// The revision tree of a document, or nil if there is no such document.
+    public func revisionTree(of id: String) throws(StoreError) -> RevisionTree? {
+        try readers.withReader { (c) throws(StoreError) -> RevisionTree? in
+            let s = try c.prepare("SELECT body, tree FROM docs WHERE doc_id = ?")
+            defer { s.reset() }
+            s.bind(1, id)
+            guard try s.step() else { return nil }
+            return try RevisionTreeCodec.decode(s.bytes(1), currentBody: s.bytes(0), documentID: id)
+        }
+    }
+
+    /// A specific revision of a document, if its body is still kept (leaves and remotes' latest).
+    public func revision(_ rev: RevisionID, of id: String) throws(StoreError) -> Document? {
+        guard let tree = try revisionTree(of: id), let node = tree.nodes[rev], let body = node.body else { return nil }
+        let props = try WriteTransaction.properties(of: body, documentID: id)
+        return Document(id: id, revisionID: rev, properties: props, isDeleted: node.isDeleted, sequence: 0)
+    }
+
+    /// The live leaves other than the current revision (the conflicts), highest first; empty
+    /// when the document is not in conflict or does not exist.
+    public func conflictingRevisions(of id: String) throws(StoreError) -> [Document] {
+        guard let tree = try revisionTree(of: id) else { return [] }
+        var out: [Document] = []
+        for rev in tree.conflicts {
+            guard let node = tree.nodes[rev] else { continue }
+            let props = try WriteTransaction.properties(of: node.body ?? WriteTransaction.emptyObject, documentID: id)
+            out.append(Document(id: id, revisionID: rev, properties: props, isDeleted: false, sequence: 0))
+        }
+        return out
+    }
+
+    /// IDs of documents with conflicts, sorted.
+    public func conflictedDocumentIDs() throws(StoreError) -> [String] {
+        try readers.withReader { (c) throws(StoreError) -> [String] in
+            try c.strings("SELECT doc_id FROM docs WHERE conflicted != 0 ORDER BY doc_id")
+        }
+    }
+
+    /// How many documents exist (not counting deleted ones unless asked).
+    public func documentCount(includeDeleted: Bool = false) throws(StoreError) -> Int {
+        try readers.withReader { (c) throws(StoreError) -> Int in
+            Int(try c.scalarInt(includeDeleted ? "SELECT count(*) FROM docs" : "SELECT count(*) FROM docs WHERE deleted = 0") ?? 0)
+        }
+    }
+
+    // MARK: - Changes
+
+    /// The last sequence committed.
+    public var lastSequence: Int64 { writer.notifier.lastSequence }
+
+    /// Changes after `since`, in sequence order: each document once, at its latest change.
+    public func changes(since: Int64 = 0, limit: Int = 1000) throws(StoreError) -> [Change] {
+        guard limit > 0 else { throw .invalidArgument("limit must be positive") }
+        return try readers.withReader { (c) throws(StoreError) -> [Change] in
+            let s = try c.prepare("SELECT doc_id, rev_id, deleted, sequence FROM docs WHERE sequence > ? ORDER BY sequence LIMIT ?")
+            defer { s.reset() }
+            s.bind(1, since)
+            s.bind(2, limit)
+            var out: [Change] = []
+            while try s.step() {
+                let id = s.string(0)
+                guard let rev = try? RevisionID(s.string(1)) else { throw .corruptRevisionTree(documentID: id) }
+                out.append(Change(documentID: id, revisionID: rev, isDeleted: s.int(2) != 0, sequence: s.int64(3)))
+            }
+            return out
+        }
+    }
+
+    /// How many documents changed after `since` (what a replicator still has to push after
+    /// its checkpoint).
+    public func pendingChangeCount(since: Int64) throws(StoreError) -> Int {
+        try readers.withReader { (c) throws(StoreError) -> Int in
+            let s = try c.prepare("SELECT count(*) FROM docs WHERE sequence > ?")
+            defer { s.reset() }
+            s.bind(1, since)
+            return try s.step() ? s.int(0) : 0
+        }
+    }
+
+    /// A live sequence of changes after `since` that waits for new commits; see `LiveChanges`.
+    public func liveChanges(since: Int64 = 0, pageSize: Int = 200) -> LiveChanges {
+        LiveChanges(database: self, since: since, pageSize: max(1, pageSize))
+    }
+
+    // MARK: - Local documents
+
+    /// A local document, or nil.
+    public func localDocument(_ id: String) throws(StoreError) -> LocalDocument? {
+        try readers.withReader { (c) throws(StoreError) -> LocalDocument? in
+            let s = try c.prepare("SELECT generation, body FROM local_docs WHERE doc_id = ?")
+            defer { s.reset() }
+            s.bind(1, id)
+            guard try s.step() else { return nil }
+            let props = try WriteTransaction.properties(of: s.bytes(1), documentID: id)
+            return LocalDocument(id: id, revision: "0-\(s.int(0))", properties: props)
+        }
+    }
+
+    /// Writes a local document. With `expectedRevision`, fails with `.conflict` unless that is
+    /// its current revision; without, overwrites. Returns the new revision.
+    @discardableResult
+    public func putLocalDocument(_ id: String, properties: [String: JSONValue],
+                                 expectedRevision: String? = nil) throws(StoreError) -> String {
+        try inBatch { (b) throws(StoreError) -> String in
+            try b.putLocalDocument(id, properties: properties, expectedRevision: expectedRevision)
+        }
+    }
+
+    /// Deletes a local document; `.notFound` if absent.
+    public func deleteLocalDocument(_ id: String) throws(StoreError) {
+        try inBatch { (b) throws(StoreError) in try b.deleteLocalDocument(id) }
+    }
+
+    // MARK: - Maintenance
+
+    /// `PRAGMA integrity_check` on a reader: `["ok"]` for a healthy file.
+    public func integrityCheck() throws(StoreError) -> [String] {
+        try readers.withReader { (c) throws(StoreError) -> [String] in try c.strings("PRAGMA integrity_check") }
+    }
+}

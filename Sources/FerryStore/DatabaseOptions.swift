@@ -1,0 +1,33 @@
+/// How a `Database` is opened and how it behaves. A value: copy, change, pass to `open`.
+public struct DatabaseOptions: Sendable {
+    /// How hard a commit is pushed to disk.
+    public enum Durability: Sendable {
+        /// WAL with `synchronous=NORMAL`: a committed transaction survives the process being
+        /// killed (it is in the OS page cache), but the last commits may be lost on power loss.
+        case normal
+        /// WAL with `synchronous=FULL`: every commit is fsynced; survives power loss too.
+        case full
+    }
+
+    /// A prebuilt ("shipped") database file copied to the path first if the path does not exist
+    /// yet. The copy gets its own UUID.
+    public var prebuiltDatabase: String?
+    /// Revision trees are pruned to this depth (LiteCore and Sync Gateway default: 50).
+    public var maxRevisionTreeDepth: Int = 50
+    /// The largest document body accepted, in bytes of JSON.
+    public var maxDocumentSize: Int = 20 * 1024 * 1024
+    /// Deepest JSON nesting accepted.
+    public var maxJSONDepth: Int = 128
+    /// Commit durability (default `.normal`).
+    public var durability: Durability = .normal
+    /// The property that names a document's type for `documents(ofType:)` (indexed).
+    public var typeKey: String = "type"
+    /// WAL pages (4 KiB) after which a commit checkpoints the WAL into the main file. Each
+    /// checkpoint is an fsync; SQLite's default (1000) makes batched imports wait on them.
+    public var walAutoCheckpointPages: Int = 8192
+    /// Page-cache size of the write connection, in KiB.
+    public var writerCacheKiB: Int = 16384
+
+    /// Default options.
+    public init() {}
+}

@@ -1,0 +1,54 @@
+/// A JSON document as the application sees it: an ID, its properties, and the revision it was
+/// read at. Change `properties` and pass it to `Database.save`; the revision it was read at is
+/// what concurrency control compares with the current revision.
+public struct Document: Sendable, Equatable {
+    /// The document ID (non-empty, at most 250 bytes, not starting with `_`).
+    public let id: String
+    /// The revision this value was read at; nil for a document not saved yet.
+    public internal(set) var revisionID: RevisionID?
+    /// The document body (no meta properties; `_attachments` allowed).
+    public var properties: [String: JSONValue]
+    /// Whether this revision is a tombstone.
+    public internal(set) var isDeleted: Bool
+    /// The sequence of the change that produced this revision (0 for an unsaved document).
+    public internal(set) var sequence: Int64
+
+    /// A new, unsaved document.
+    public init(id: String, properties: [String: JSONValue] = [:]) {
+        self.id = id
+        self.revisionID = nil
+        self.properties = properties
+        self.isDeleted = false
+        self.sequence = 0
+    }
+
+    /// A new, unsaved document from JSON object bytes.
+    public init(id: String, json: [UInt8]) throws(StoreError) {
+        self.init(id: id, properties: try JSONParser.parseObject(json))
+    }
+
+    init(id: String, revisionID: RevisionID?, properties: [String: JSONValue], isDeleted: Bool, sequence: Int64) {
+        self.id = id
+        self.revisionID = revisionID
+        self.properties = properties
+        self.isDeleted = isDeleted
+        self.sequence = sequence
+    }
+
+    /// A property by name.
+    public subscript(key: String) -> JSONValue? {
+        get { properties[key] }
+        set { properties[key] = newValue }
+    }
+
+    /// The canonical JSON of the body.
+    public var canonicalJSON: [UInt8] { CanonicalJSON.encode(properties) }
+
+    /// Checks a document ID: non-empty, at most 250 UTF-8 bytes, not starting with `_`
+    /// (reserved, as in CouchDB), no control characters.
+    public static func validateID(_ id: String) throws(StoreError) {
+        let u = id.utf8
+        guard !u.isEmpty, u.count <= 250, u.first != UInt8(ascii: "_"),
+              !u.contains(where: { $0 < 0x20 || $0 == 0x7F }) else { throw .invalidDocumentID(id) }
+    }
+}

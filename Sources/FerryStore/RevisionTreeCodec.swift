@@ -1,0 +1,121 @@
+/// The on-disk form of a `RevisionTree` (the `docs.tree` column), documented in docs/store.md §5.
+///
+/// Layout: `u8 version(1)`, `varint count`, then per node in ascending revision-ID order:
+/// `varint len, revID bytes, varint parentIndex+1 (0 = root), u8 flags (1 deleted, 2 body here,
+/// 4 body is the document row's current body), [varint len, body]`, then `varint remoteCount`,
+/// per remote `varint remote, varint nodeIndex`. The current body is not repeated in the tree:
+/// it lives in `docs.body`, where SQLite's JSON functions can query it.
+enum RevisionTreeCodec {
+    static let version: UInt8 = 1
+
+    static func encode(_ tree: RevisionTree, currentInRow current: RevisionID?) -> [UInt8] {
+        let sorted = tree.nodes.keys.sorted()
+        var index: [RevisionID: Int] = [:]
+        index.reserveCapacity(sorted.count)
+        for (i, r) in sorted.enumerated() { index[r] = i }
+        var out: [UInt8] = [version]
+        out.reserveCapacity(16 + sorted.count * 48)
+        putVarint(UInt64(sorted.count), &out)
+        for r in sorted {
+            guard let n = tree.nodes[r] else { continue }
+            let text = Array(r.description.utf8)
+            putVarint(UInt64(text.count), &out)
+            out.append(contentsOf: text)
+            putVarint(UInt64(n.parent.flatMap { index[$0] }.map { $0 + 1 } ?? 0), &out)
+            var flags: UInt8 = n.isDeleted ? 1 : 0
+            if r == current { flags |= 4 } else if n.body != nil { flags |= 2 }
+            out.append(flags)
+            if flags & 2 != 0, let b = n.body {
+                putVarint(UInt64(b.count), &out)
+                out.append(contentsOf: b)
+            }
+        }
+        let remotes = tree.remoteRevisions.sorted { $0.key < $1.key }
+        putVarint(UInt64(remotes.count), &out)
+        for (remote, rev) in remotes {
+            putVarint(UInt64(remote), &out)
+            putVarint(UInt64(index[rev] ?? 0), &out)
+        }
+        return out
+    }
+
+    /// Decodes a stored tree; `currentBody` is the document row's body. Every length and index
+    /// is checked: a damaged blob throws `.corruptRevisionTree`, never traps.
+    static func decode(_ bytes: [UInt8], currentBody: [UInt8], documentID: String) throws(StoreError) -> RevisionTree {
+        var r = Reader(bytes: bytes)
+        let bad = StoreError.corruptRevisionTree(documentID: documentID)
+        guard r.byte() == version, let count = r.varint(), count <= UInt64(bytes.count) else { throw bad }
+        var ids: [RevisionID] = []
+        ids.reserveCapacity(Int(count))
+        var parents: [Int] = []
+        var raw: [(deleted: Bool, body: [UInt8]?)] = []
+        for _ in 0..<Int(count) {
+            guard let len = r.varint(), let text = r.bytes(Int(clamping: len)),
+                  let rev = try? RevisionID(String(decoding: text, as: UTF8.self)),
+                  let p = r.varint(), p <= count, let flags = r.byte() else { throw bad }
+            var body: [UInt8]?
+            if flags & 2 != 0 {
+                guard let bl = r.varint(), let b = r.bytes(Int(clamping: bl)) else { throw bad }
+                body = b
+            } else if flags & 4 != 0 {
+                body = currentBody
+            }
+            ids.append(rev)
+            parents.append(Int(p))
+            raw.append((flags & 1 != 0, body))
+        }
+        var tree = RevisionTree()
+        for i in 0..<ids.count {
+            let parent = parents[i] == 0 ? nil : ids[parents[i] - 1]
+            tree.nodes[ids[i]] = RevisionTree.Node(revisionID: ids[i], parent: parent,
+                                                   isDeleted: raw[i].deleted, body: raw[i].body)
+        }
+        guard let rc = r.varint(), rc <= UInt64(bytes.count) else { throw bad }
+        for _ in 0..<Int(rc) {
+            guard let remote = r.varint(), let idx = r.varint(), idx < UInt64(ids.count),
+                  remote <= UInt64(Int.max) else { throw bad }
+            tree.remoteRevisions[Int(remote)] = ids[Int(idx)]
+        }
+        guard r.atEnd else { throw bad }
+        return tree
+    }
+
+    static func putVarint(_ v: UInt64, _ out: inout [UInt8]) {
+        var v = v
+        while v >= 0x80 {
+            out.append(UInt8(v & 0x7F) | 0x80)
+            v >>= 7
+        }
+        out.append(UInt8(v))
+    }
+
+    struct Reader {
+        let bytes: [UInt8]
+        var pos = 0
+        var atEnd: Bool { pos == bytes.count }
+
+        mutating func byte() -> UInt8? {
+            guard pos < bytes.count else { return nil }
+            defer { pos += 1 }
+            return bytes[pos]
+        }
+
+        mutating func varint() -> UInt64? {
+            var v: UInt64 = 0
+            var shift: UInt64 = 0
+            while let b = byte() {
+                guard shift < 64 else { return nil }
+                v |= UInt64(b & 0x7F) << shift
+                if b & 0x80 == 0 { return v }
+                shift += 7
+            }
+            return nil
+        }
+
+        mutating func bytes(_ n: Int) -> [UInt8]? {
+            guard n >= 0, n <= bytes.count - pos else { return nil }
+            defer { pos += n }
+            return Array(bytes[pos..<pos + n])
+        }
+    }
+}

@@ -1,0 +1,88 @@
+import Foundation
+
+/// The database schema, its version (`PRAGMA user_version`) and the migrations that bring an
+/// older file up to date. Ferry files carry `PRAGMA application_id = 0x46455259` ("FERY").
+enum Schema {
+    static let applicationID: Int64 = 0x4645_5259
+    static let currentVersion = 1
+
+    /// Migration `i` takes a file from version `i` to `i + 1`. Append, never edit.
+    static let migrations: [String] = [
+        // 0 → 1: documents with their revision trees, local documents, remotes.
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value ANY) WITHOUT ROWID;
+        CREATE TABLE docs (
+            doc_key    INTEGER PRIMARY KEY,
+            doc_id     TEXT NOT NULL UNIQUE,
+            rev_id     TEXT NOT NULL,
+            deleted    INTEGER NOT NULL,
+            conflicted INTEGER NOT NULL,
+            sequence   INTEGER NOT NULL,
+            body       TEXT NOT NULL,
+            tree       BLOB NOT NULL
+        );
+        CREATE UNIQUE INDEX docs_by_sequence ON docs(sequence);
+        CREATE INDEX docs_conflicted ON docs(conflicted) WHERE conflicted != 0;
+        CREATE TABLE local_docs (doc_id TEXT PRIMARY KEY, generation INTEGER NOT NULL, body TEXT NOT NULL) WITHOUT ROWID;
+        CREATE TABLE remotes (remote_key INTEGER PRIMARY KEY, address TEXT NOT NULL UNIQUE);
+        INSERT INTO meta (key, value) VALUES ('last_sequence', 0);
+        """,
+    ]
+
+    struct Opened {
+        var uuid: UUID
+        var lastSequence: Int64
+    }
+
+    /// Checks the file is a Ferry database this build can use, then (only then) switches it to
+    /// WAL and runs pending migrations. Throws before writing anything if the file is not a
+    /// database, is corrupt, is another application's database, or has a newer schema.
+    static func prepare(_ conn: Connection, options: DatabaseOptions, freshUUID: Bool) throws(StoreError) -> Opened {
+        // These reads are the first I/O on the file: SQLite reports NOTADB/CORRUPT here.
+        let appID = try conn.scalarInt("PRAGMA application_id") ?? 0
+        let version = Int(try conn.scalarInt("PRAGMA user_version") ?? 0)
+        let objects = try conn.scalarInt("SELECT count(*) FROM sqlite_master") ?? 0
+        let isFresh = appID == 0 && version == 0 && objects == 0
+        if !isFresh {
+            guard appID == applicationID else { throw .notADatabase(path: conn.path) }
+            guard version <= currentVersion else { throw .newerSchema(version: version) }
+            // Touch the tables' pages too, so a truncated file is caught before any write.
+            _ = try conn.scalarInt("SELECT count(*) FROM meta")
+            _ = try conn.scalarInt("SELECT max(sequence) FROM docs")
+        }
+
+        _ = try conn.strings("PRAGMA journal_mode=WAL")
+        try conn.execute("PRAGMA synchronous=\(options.durability == .full ? "FULL" : "NORMAL")")
+        _ = try conn.strings("PRAGMA wal_autocheckpoint=\(max(1, options.walAutoCheckpointPages))")
+        try conn.execute("PRAGMA cache_size=-\(max(256, options.writerCacheKiB))")
+
+        if version < currentVersion || freshUUID {
+            try conn.execute("BEGIN IMMEDIATE")
+            do throws(StoreError) {
+                for v in version..<currentVersion {
+                    try conn.execute(migrations[v])
+                    try conn.execute("PRAGMA user_version=\(v + 1)")
+                }
+                if isFresh { try conn.execute("PRAGMA application_id=\(applicationID)") }
+                if isFresh || freshUUID {
+                    let s = try conn.prepare("INSERT OR REPLACE INTO meta (key, value) VALUES ('uuid', ?)")
+                    s.bind(1, UUID().uuidString)
+                    try s.run()
+                }
+                try conn.execute("COMMIT")
+            } catch {
+                try? conn.execute("ROLLBACK")
+                throw error
+            }
+        }
+
+        let s = try conn.prepare("SELECT value FROM meta WHERE key = 'uuid'")
+        guard try s.step(), let uuid = UUID(uuidString: s.string(0)) else {
+            s.reset()
+            throw .corrupt(path: conn.path, detail: "missing database UUID")
+        }
+        s.reset()
+        let last = try conn.scalarInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0
+        return Opened(uuid: uuid, lastSequence: last)
+    }
+}

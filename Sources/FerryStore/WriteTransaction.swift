@@ -1,0 +1,322 @@
+/// The document operations, run by `Writer` inside one SQLite transaction on the write
+/// connection. Each operation computes the new revision tree in memory, validates, and only
+/// then writes — so a refusal (bad input, conflict, validation) writes nothing even inside a
+/// batch, and any SQLite error rolls the whole transaction back.
+final class WriteTransaction {
+    let conn: Connection
+    let context: StoreContext
+    private(set) var lastSequence: Int64
+
+    init(connection: Connection, lastSequence: Int64, context: StoreContext) {
+        self.conn = connection
+        self.lastSequence = lastSequence
+        self.context = context
+    }
+
+    var options: DatabaseOptions { context.options }
+
+    // MARK: - Loading and storing trees
+
+    struct StoredDoc {
+        var key: Int64
+        var tree: RevisionTree
+        var sequence: Int64
+    }
+
+    func load(_ id: String) throws(StoreError) -> StoredDoc? {
+        let s = try conn.prepare("SELECT doc_key, body, tree, sequence FROM docs WHERE doc_id = ?")
+        defer { s.reset() }
+        s.bind(1, id)
+        guard try s.step() else { return nil }
+        let tree = try RevisionTreeCodec.decode(s.bytes(2), currentBody: s.bytes(1), documentID: id)
+        return StoredDoc(key: s.int64(0), tree: tree, sequence: s.int64(3))
+    }
+
+    /// Prunes, then writes the tree and its current revision with a new sequence.
+    @discardableResult
+    func store(_ id: String, key: Int64?, tree: inout RevisionTree) throws(StoreError) -> Int64 {
+        tree.prune(maxDepth: options.maxRevisionTreeDepth)
+        let leaves = tree.unsortedLeaves
+        guard let cur = RevisionTree.winner(of: leaves) else { throw .corruptRevisionTree(documentID: id) }
+        let blob = RevisionTreeCodec.encode(tree, currentInRow: cur.revisionID)
+        lastSequence += 1
+        let s: Statement
+        if let key {
+            s = try conn.prepare("UPDATE docs SET rev_id = ?, deleted = ?, conflicted = ?, sequence = ?, body = ?, tree = ? WHERE doc_key = ?")
+            s.bind(7, key)
+        } else {
+            s = try conn.prepare("INSERT INTO docs (rev_id, deleted, conflicted, sequence, body, tree, doc_id) VALUES (?, ?, ?, ?, ?, ?, ?)")
+            s.bind(7, id)
+        }
+        s.bind(1, cur.revisionID.description)
+        s.bind(2, cur.isDeleted)
+        s.bind(3, !RevisionTree.conflicts(among: leaves).isEmpty)
+        s.bind(4, lastSequence)
+        s.bindText(5, cur.body ?? Self.emptyObject)
+        s.bindBlob(6, blob)
+        try s.run()
+        return lastSequence
+    }
+
+    static let emptyObject: [UInt8] = [UInt8(ascii: "{"), UInt8(ascii: "}")]
+
+    /// The document value of one node of a tree (its body parsed).
+    func document(_ id: String, node: RevisionTree.Node, sequence: Int64) throws(StoreError) -> Document {
+        let props = try Self.properties(of: node.body ?? Self.emptyObject, documentID: id)
+        return Document(id: id, revisionID: node.revisionID, properties: props, isDeleted: node.isDeleted, sequence: sequence)
+    }
+
+    /// Parses a stored body; stored bodies were validated on the way in, so failure is damage.
+    static func properties(of body: [UInt8], documentID: String) throws(StoreError) -> [String: JSONValue] {
+        do {
+            return try JSONParser.parseObject(body)
+        } catch {
+            throw .corruptRevisionTree(documentID: documentID)
+        }
+    }
+
+    // MARK: - Bodies
+
+    /// Checks and canonicalises a body for a local save: `_deleted: true` makes it a deletion
+    /// (and is not part of the body); `_attachments` is allowed; other `_` keys are refused.
+    func prepareBody(_ props: [String: JSONValue]) throws(StoreError) -> (body: [String: JSONValue], canonical: [UInt8], deleted: Bool) {
+        var body = props
+        var deleted = false
+        for key in props.keys where key.utf8.first == UInt8(ascii: "_") {
+            switch key {
+            case "_attachments": continue
+            case "_deleted":
+                guard case .bool(let b) = props[key] else { throw .reservedProperty(key) }
+                deleted = b
+                body[key] = nil
+            default: throw .reservedProperty(key)
+            }
+        }
+        let canonical = CanonicalJSON.encode(body)
+        guard canonical.count <= options.maxDocumentSize else { throw .tooLarge(limit: options.maxDocumentSize) }
+        return (body, canonical, deleted)
+    }
+
+    static func changedKeys(from old: [String: JSONValue]?, to new: [String: JSONValue]) -> [String] {
+        let old = old ?? [:]
+        var keys = Set(old.keys)
+        keys.formUnion(new.keys)
+        return keys.filter { old[$0] != new[$0] }.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+    }
+
+    func validate(_ id: String, rev: RevisionID, body: [String: JSONValue], deleted: Bool,
+                  source: ProposedRevision.Source, current: Document?) throws(StoreError) {
+        guard !context.validators.isEmpty else { return }
+        let proposed = ProposedRevision(documentID: id, revisionID: rev, properties: body, isDeletion: deleted, source: source)
+        let ctx = ValidationContext(currentRevision: current, changedKeys: Self.changedKeys(from: current?.properties, to: body))
+        for v in context.validators {
+            if case .reject(let message, let status) = v.validate(proposed, ctx) {
+                throw .rejected(status: status, message: message)
+            }
+        }
+    }
+
+    // MARK: - Local saves
+
+    enum Control {
+        case concurrency(ConcurrencyControl)
+        case handler(ConflictHandler)
+    }
+
+    /// Saves a local edit (or deletion) as a child of the current revision, applying
+    /// concurrency control when the document changed since it was read.
+    func save(_ doc: Document, deleting: Bool, control: Control) throws(StoreError) -> Document {
+        try Document.validateID(doc.id)
+        var doc = doc
+        var prepared = try prepareBody(doc.properties)
+        var deleted = deleting || prepared.deleted
+        if deleting && !prepared.deleted {
+            // `delete(_:)` writes an empty tombstone unless the caller kept fields explicitly.
+            prepared = try prepareBody([:])
+        }
+        let stored = try load(doc.id)
+        var tree = stored?.tree ?? RevisionTree()
+        let currentNode = tree.current
+        let currentDoc: Document? = try currentNode.flatMap { n throws(StoreError) in
+            n.isDeleted ? nil : try document(doc.id, node: n, sequence: stored?.sequence ?? 0)
+        }
+
+        let inConflict: Bool
+        switch (doc.revisionID, currentNode) {
+        case (nil, nil): inConflict = false
+        case (nil, let cur?): inConflict = !cur.isDeleted          // recreating over a tombstone is fine
+        case (let read?, let cur?): inConflict = read != cur.revisionID
+        case (_?, nil): inConflict = true                            // purged meanwhile
+        }
+        if inConflict {
+            switch control {
+            case .concurrency(.failOnConflict):
+                throw .conflict(documentID: doc.id)
+            case .concurrency(.lastWriteWins):
+                // Deletes win (seed 002): a save over a concurrent deletion is refused; a
+                // deletion over a concurrent deletion has nothing left to do.
+                if let cur = currentNode, cur.isDeleted {
+                    if deleted { return try document(doc.id, node: cur, sequence: stored?.sequence ?? 0) }
+                    throw .conflict(documentID: doc.id)
+                }
+            case .handler(let handler):
+                guard handler(&doc, currentDoc) else { throw .conflict(documentID: doc.id) }
+                prepared = try prepareBody(doc.properties)
+                deleted = deleting || prepared.deleted
+                if deleting && !prepared.deleted { prepared = try prepareBody([:]) }
+            }
+        }
+        // Deleting what never existed is an error; deleting a tombstone again changes nothing.
+        if deleted && stored == nil { throw .notFound }
+        if deleted, let cur = currentNode, cur.isDeleted {
+            return try document(doc.id, node: cur, sequence: stored?.sequence ?? 0)
+        }
+
+        let parent = currentNode?.revisionID
+        let rev = RevisionID.make(parent: parent, deleted: deleted, canonicalBody: prepared.canonical)
+        try validate(doc.id, rev: rev, body: prepared.body, deleted: deleted, source: .local, current: currentDoc)
+        tree.addChild(of: parent, deleted: deleted, canonicalBody: prepared.canonical)
+        let seq = try store(doc.id, key: stored?.key, tree: &tree)
+        return Document(id: doc.id, revisionID: rev, properties: prepared.body, isDeleted: deleted, sequence: seq)
+    }
+
+    func purge(_ id: String) throws(StoreError) {
+        let s = try conn.prepare("DELETE FROM docs WHERE doc_id = ?")
+        s.bind(1, id)
+        try s.run()
+        guard conn.changes > 0 else { throw .notFound }
+    }
+
+    // MARK: - Replicated revisions
+
+    func insert(_ r: ReplicatedRevision, remote: Int?, resolver: ConflictResolver?) throws(StoreError) -> InsertOutcome {
+        try Document.validateID(r.documentID)
+        guard !r.history.isEmpty else { throw .brokenHistory(reason: "empty history") }
+        var history: [RevisionID] = []
+        history.reserveCapacity(r.history.count)
+        for text in r.history { history.append(try RevisionID(text)) }
+        guard r.body.count <= options.maxDocumentSize else { throw .tooLarge(limit: options.maxDocumentSize) }
+        guard try JSONScanner.validate(r.body, maxDepth: options.maxJSONDepth) == .object else { throw .notAnObject }
+
+        let stored = try load(r.documentID)
+        var tree = stored?.tree ?? RevisionTree()
+        let previous = tree.current
+        let result = try tree.insert(history: history, deleted: r.isDeleted, body: r.body)
+        let rev = history[0]
+        if case .noop = result {
+            if let remote, let stored, tree.remoteRevisions[remote] != rev {
+                tree.setRemoteRevision(rev, remote: remote)
+                let seq = try store(r.documentID, key: stored.key, tree: &tree)
+                return InsertOutcome(status: .noop, current: tree.current?.revisionID, conflictedWith: nil, resolved: false, sequence: seq)
+            }
+            return InsertOutcome(status: .noop, current: previous?.revisionID, conflictedWith: nil, resolved: false, sequence: nil)
+        }
+
+        let previousDoc: Document? = try previous.flatMap { n throws(StoreError) in
+            n.isDeleted ? nil : try document(r.documentID, node: n, sequence: stored?.sequence ?? 0)
+        }
+        if !context.validators.isEmpty {
+            var props = try JSONParser.parseObject(r.body)
+            props["_deleted"] = nil
+            try validate(r.documentID, rev: rev, body: props, deleted: r.isDeleted, source: .replicated, current: previousDoc)
+        }
+
+        // A conflict: the previous current revision is still a leaf and not an ancestor of the
+        // new one (two tombstones are no conflict: the document is deleted either way).
+        var conflictedWith: RevisionID?
+        if let prev = previous, tree.isLeaf(prev.revisionID), !tree.isAncestor(prev.revisionID, of: rev),
+           !(prev.isDeleted && r.isDeleted) {
+            conflictedWith = prev.revisionID
+        }
+        var resolved = false
+        if let local = conflictedWith, let resolver {
+            try resolve(&tree, documentID: r.documentID, local: local, remote: rev, resolver: resolver)
+            resolved = true
+        }
+        if let remote { tree.setRemoteRevision(rev, remote: remote) }
+        let seq = try store(r.documentID, key: stored?.key, tree: &tree)
+        return InsertOutcome(status: .inserted, current: tree.current?.revisionID, conflictedWith: conflictedWith,
+                             resolved: resolved, sequence: seq)
+    }
+
+    // MARK: - Conflict resolution (docs/store.md §4, reference §4.6)
+
+    /// Resolves `local` against `remote` in `tree`. The remote branch always continues, so the
+    /// result is a fast-forward for the peer that sent it: a new body becomes a child of the
+    /// remote leaf; the local leaf, if live, is closed by a tombstone child (`{}`, deleted).
+    /// Every revision made here has an ID computed from its parent and body only, so two stores
+    /// resolving the same conflict the same way make the same revisions.
+    @discardableResult
+    func resolve(_ tree: inout RevisionTree, documentID: String, local: RevisionID, remote: RevisionID,
+                 resolver: ConflictResolver) throws(StoreError) -> RevisionID? {
+        guard local != remote, tree.isLeaf(local), tree.isLeaf(remote),
+              let l = tree.nodes[local], let r = tree.nodes[remote] else {
+            throw .invalidArgument("\(local) and \(remote) are not two leaves of \(documentID)")
+        }
+        let localDoc = l.isDeleted ? nil : try document(documentID, node: l, sequence: 0)
+        let remoteDoc = r.isDeleted ? nil : try document(documentID, node: r, sequence: 0)
+        let conflict = Conflict(documentID: documentID, local: localDoc, remote: remoteDoc,
+                                localRevisionID: local, remoteRevisionID: remote)
+        // Both deleted: the default keeps the remote tombstone without asking (reference §4.6).
+        let resolution: ConflictResolution = (l.isDeleted && r.isDeleted && resolver.isDefault) ? .remote : resolver.resolve(conflict)
+
+        var created: RevisionID?
+        switch resolution {
+        case .remote:
+            break
+        case .local:
+            let body = try Self.properties(of: l.body ?? Self.emptyObject, documentID: documentID)
+            created = tree.addChild(of: remote, deleted: l.isDeleted, canonicalBody: CanonicalJSON.encode(body))
+        case .merged(let props):
+            let prepared = try prepareBody(props)
+            created = tree.addChild(of: remote, deleted: prepared.deleted, canonicalBody: prepared.canonical)
+        case .delete:
+            if !(r.isDeleted && resolver.isDefault) {
+                created = tree.addChild(of: remote, deleted: true, canonicalBody: Self.emptyObject)
+            }
+        }
+        if !l.isDeleted {
+            tree.addChild(of: local, deleted: true, canonicalBody: Self.emptyObject)
+        }
+        return created
+    }
+
+    /// Resolves every visible conflict of a document: repeatedly the current revision (local)
+    /// against the highest other live leaf (remote). Deterministic for a given tree.
+    func resolveAll(_ id: String, resolver: ConflictResolver) throws(StoreError) -> Int {
+        guard let stored = try load(id) else { throw .notFound }
+        var tree = stored.tree
+        var rounds = 0
+        while let cur = tree.current, let other = tree.conflicts.first {
+            try resolve(&tree, documentID: id, local: cur.revisionID, remote: other, resolver: resolver)
+            rounds += 1
+        }
+        if rounds > 0 { try store(id, key: stored.key, tree: &tree) }
+        return rounds
+    }
+
+    func resolveOne(_ id: String, local: RevisionID, remote: RevisionID, resolver: ConflictResolver) throws(StoreError) -> RevisionID? {
+        guard let stored = try load(id) else { throw .notFound }
+        var tree = stored.tree
+        let created = try resolve(&tree, documentID: id, local: local, remote: remote, resolver: resolver)
+        try store(id, key: stored.key, tree: &tree)
+        return created
+    }
+
+    // MARK: - Remotes
+
+    /// The number of a remote (peer address / replication ID), created on first use.
+    func remoteKey(_ address: String) throws(StoreError) -> Int {
+        let q = try conn.prepare("SELECT remote_key FROM remotes WHERE address = ?")
+        q.bind(1, address)
+        if try q.step() {
+            defer { q.reset() }
+            return q.int(0)
+        }
+        q.reset()
+        let i = try conn.prepare("INSERT INTO remotes (address) VALUES (?)")
+        i.bind(1, address)
+        try i.run()
+        return Int(conn.lastInsertRowID)
+    }
+}

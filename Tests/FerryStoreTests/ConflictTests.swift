@@ -1,0 +1,189 @@
+@testable import FerryStore
+import Testing
+
+/// The seed's conflict cases (seed 002) and how each resolver result is stored (reference §4.6).
+@Suite struct ConflictTests {
+    /// Two stores sharing generation 1 of "doc".
+    func twoPeers() throws -> (Database, Database, [TempDir]) {
+        let (a, da) = try freshDatabase()
+        let (b, db) = try freshDatabase()
+        try a.save(Document(id: "doc", properties: ["v": 0]))
+        try pushCurrent("doc", from: a, to: b)
+        return (a, b, [da, db])
+    }
+
+    func edit(_ db: Database, _ props: [String: JSONValue], times: Int = 1) throws {
+        for i in 0..<times {
+            guard var d = try db.document("doc") else { throw StoreError.notFound }
+            d.properties = props
+            d.properties["step"] = .int(Int64(i))
+            try db.save(d)
+        }
+    }
+
+    @Test func deletionBeatsUpdateInBothDirections() throws {
+        let (a, b, dirs) = try twoPeers()
+        _ = dirs
+        guard let docA = try a.document("doc") else { throw StoreError.notFound }
+        try a.delete(docA)
+        try edit(b, ["v": "updated"], times: 3)     // even a longer branch loses to a deletion
+        let toB = try pushCurrent("doc", from: a, to: b)
+        #expect(toB.conflictedWith != nil && toB.resolved)
+        let toA = try pushCurrent("doc", from: b, to: a)
+        #expect(toA.status == .inserted)
+        #expect(try a.document("doc") == nil)
+        #expect(try b.document("doc") == nil)
+        #expect(try a.document("doc", includeDeleted: true)?.isDeleted == true)
+        #expect(try b.conflictingRevisions(of: "doc").isEmpty)
+        // Each side sends the rest; both end with the same tree and current revision.
+        try pushAllLeaves("doc", from: a, to: b, resolver: .default)
+        try pushAllLeaves("doc", from: b, to: a, resolver: .default)
+        let ta = try #require(try a.revisionTree(of: "doc")), tb = try #require(try b.revisionTree(of: "doc"))
+        #expect(TreeShape(ta) == TreeShape(tb))
+        #expect(ta.current?.revisionID == tb.current?.revisionID)
+    }
+
+    @Test func theLongerBranchWins() throws {
+        let (a, b, dirs) = try twoPeers()
+        _ = dirs
+        try edit(a, ["v": "three edits"], times: 3)   // generation 4
+        try edit(b, ["v": "two edits"], times: 2)     // generation 3
+        try pushCurrent("doc", from: a, to: b)
+        try pushCurrent("doc", from: b, to: a)
+        #expect(try a.document("doc")?["v"] == "three edits")
+        #expect(try b.document("doc")?["v"] == "three edits")
+        #expect(try a.conflictingRevisions(of: "doc").isEmpty)
+        #expect(try b.conflictingRevisions(of: "doc").isEmpty)
+    }
+
+    @Test func equalGenerationsPickTheSameWinnerOnBothSides() throws {
+        let (a, b, dirs) = try twoPeers()
+        _ = dirs
+        try edit(a, ["v": "from a"])
+        try edit(b, ["v": "from b"])
+        let revA = try #require(try a.document("doc")?.revisionID), revB = try #require(try b.document("doc")?.revisionID)
+        let expected: JSONValue = revA > revB ? "from a" : "from b"
+        try pushCurrent("doc", from: a, to: b)
+        try pushCurrent("doc", from: b, to: a)
+        #expect(try a.document("doc")?["v"] == expected)
+        #expect(try b.document("doc")?["v"] == expected)
+    }
+
+    /// B holds its own edit (local) and receives A's (remote) without resolving, then resolves.
+    func conflictOnB() throws -> (b: Database, local: RevisionID, remote: RevisionID, dirs: [TempDir]) {
+        let (a, b, dirs) = try twoPeers()
+        try edit(a, ["v": "remote", "r": true])
+        try edit(b, ["v": "local", "l": true])
+        let local = try #require(try b.document("doc")?.revisionID)
+        let outcome = try pushCurrent("doc", from: a, to: b, resolver: nil)
+        let remote = try #require(try a.document("doc")?.revisionID)
+        #expect(outcome.conflictedWith == local && !outcome.resolved)
+        let leaves = try #require(try b.revisionTree(of: "doc")).leaves.map(\.revisionID)
+        #expect(Set(leaves) == [local, remote])
+        #expect(try b.conflictingRevisions(of: "doc").count == 1)
+        #expect(try b.conflictedDocumentIDs() == ["doc"])
+        return (b, local, remote, dirs)
+    }
+
+    @Test func customResolverRemoteKeepsTheRemoteLeafAndClosesTheLocalBranch() throws {
+        let (b, local, remote, dirs) = try conflictOnB()
+        _ = dirs
+        let created = try b.resolveConflict(documentID: "doc", local: local, remote: remote, using: .custom { _ in .remote })
+        #expect(created == nil)
+        let tree = try #require(try b.revisionTree(of: "doc"))
+        #expect(tree.current?.revisionID == remote)
+        let closing = RevisionID.make(parent: local, deleted: true, canonicalBody: json("{}"))
+        #expect(tree.nodes[closing]?.parent == local && tree.nodes[closing]?.isDeleted == true)
+        #expect(try b.conflictingRevisions(of: "doc").isEmpty)
+        #expect(try b.conflictedDocumentIDs().isEmpty)
+        #expect(try b.document("doc")?["v"] == "remote")
+    }
+
+    @Test func customResolverLocalAddsTheLocalBodyAsAChildOfTheRemoteLeaf() throws {
+        let (b, local, remote, dirs) = try conflictOnB()
+        _ = dirs
+        let created = try #require(try b.resolveConflict(documentID: "doc", local: local, remote: remote, using: .custom { _ in .local }))
+        let tree = try #require(try b.revisionTree(of: "doc"))
+        #expect(tree.nodes[created]?.parent == remote)
+        #expect(created.generation == remote.generation + 1)
+        #expect(tree.current?.revisionID == created)
+        let body = CanonicalJSON.encode(["v": "local", "l": true, "step": 0] as [String: JSONValue])
+        #expect(created == RevisionID.make(parent: remote, deleted: false, canonicalBody: body))
+        #expect(try b.document("doc")?["v"] == "local")
+        #expect(try b.conflictingRevisions(of: "doc").isEmpty)
+    }
+
+    @Test func customResolverMergedBecomesAChildOfTheRemoteLeaf() throws {
+        let (b, local, remote, dirs) = try conflictOnB()
+        _ = dirs
+        let resolver = ConflictResolver.custom { c in
+            var merged = c.remote?.properties ?? [:]
+            for (k, v) in c.local?.properties ?? [:] where merged[k] == nil { merged[k] = v }
+            merged["v"] = "merged"
+            return .merged(merged)
+        }
+        let created = try #require(try b.resolveConflict(documentID: "doc", local: local, remote: remote, using: resolver))
+        let doc = try #require(try b.document("doc"))
+        #expect(doc.revisionID == created)
+        #expect(doc.properties == ["v": "merged", "l": true, "r": true, "step": 0])
+        #expect(try b.revisionTree(of: "doc")?.nodes[created]?.parent == remote)
+    }
+
+    @Test func customResolverNilDeletesWithATombstoneChildOfTheRemoteLeaf() throws {
+        let (b, local, remote, dirs) = try conflictOnB()
+        _ = dirs
+        let created = try #require(try b.resolveConflict(documentID: "doc", local: local, remote: remote, using: .custom { _ in .delete }))
+        #expect(created == RevisionID.make(parent: remote, deleted: true, canonicalBody: json("{}")))
+        #expect(try b.document("doc") == nil)
+        #expect(try b.document("doc", includeDeleted: true)?.revisionID == created)
+        #expect(try b.revisionTree(of: "doc")?.leaves.allSatisfy(\.isDeleted) == true)
+    }
+
+    @Test func resolverSeesTombstonesAsNil() throws {
+        let (a, b, dirs) = try twoPeers()
+        _ = dirs
+        guard let d = try a.document("doc") else { throw StoreError.notFound }
+        try a.delete(d)
+        try edit(b, ["v": "live"])
+        let seen = ConflictLog()
+        _ = try pushCurrent("doc", from: a, to: b, resolver: .custom { c in
+            seen.record(local: c.local != nil, remote: c.remote != nil)
+            return .local
+        })
+        #expect(seen.calls == [[true, false]])
+        // "local" with a deleted remote: the local body resurrects as a child of the tombstone.
+        #expect(try b.document("doc")?["v"] == "live")
+    }
+
+    @Test func sameConflictResolvedOnTwoStoresGivesTheSameRevision() throws {
+        let (a, b, dirs) = try twoPeers()
+        _ = dirs
+        try edit(a, ["v": "a"])
+        try edit(b, ["v": "b"])
+        // Exchange without resolving: both hold the same two-leaf tree.
+        try pushAllLeaves("doc", from: a, to: b)
+        try pushAllLeaves("doc", from: b, to: a)
+        let ta = try #require(try a.revisionTree(of: "doc")), tb = try #require(try b.revisionTree(of: "doc"))
+        #expect(TreeShape(ta) == TreeShape(tb))
+        #expect(try a.conflictingRevisions(of: "doc").map(\.revisionID) == (try b.conflictingRevisions(of: "doc")).map(\.revisionID))
+        let ra = try #require(try a.resolveConflicts(of: "doc")), rb = try #require(try b.resolveConflicts(of: "doc"))
+        #expect(ra.revisionID == rb.revisionID)
+        #expect(ra.properties == rb.properties)
+        #expect(TreeShape(try #require(try a.revisionTree(of: "doc"))) == TreeShape(try #require(try b.revisionTree(of: "doc"))))
+    }
+}
+
+/// Records resolver calls (resolvers are @Sendable; this is the only shared state).
+final class ConflictLog: @unchecked Sendable {
+    // @unchecked: every access goes through `lock`.
+    private let lock = NSLockShim()
+    private var _calls: [[Bool]] = []
+    func record(local: Bool, remote: Bool) { lock.with { _calls.append([local, remote]) } }
+    var calls: [[Bool]] { lock.with { _calls } }
+}
+
+import Foundation
+struct NSLockShim: Sendable {
+    private let l = NSLock()
+    func with<T>(_ body: () -> T) -> T { l.lock(); defer { l.unlock() }; return body() }
+}

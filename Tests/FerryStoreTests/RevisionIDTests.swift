@@ -1,0 +1,47 @@
+@testable import FerryStore
+import Testing
+
+/// Protocol/vectors/revision-ids.txt (reference §4.1 plus extra cases from an independent
+/// Python implementation) and the revision-ID syntax.
+@Suite struct RevisionIDTests {
+    @Test func referenceVectorsMatch() throws {
+        let lines = try vectorLines("revision-ids.txt")
+        #expect(lines.count >= 3)
+        for l in lines {
+            let parent = l[0] == "-" ? "" : l[0]
+            let gen = parent.isEmpty ? 1 : (Int(parent.split(separator: "-")[0]) ?? 0) + 1
+            let made = RevisionID.make(parentText: parent, generation: gen, deleted: l[1] == "1", canonicalBody: hexBytes(l[2]))
+            #expect(made.description == l[3], "parent \(parent)")
+        }
+    }
+
+    @Test func localEditsProduceTheReferenceChain() throws {
+        let (db, dir) = try freshDatabase()
+        _ = dir
+        var doc = try db.save(Document(id: "doc", properties: ["property": "value"]))
+        #expect(doc.revisionID?.description == "1-3de83144ab0b66114ff350b20724e1fd48c6c57b")
+        doc.properties["property"] = "newvalue"
+        doc = try db.save(doc)
+        #expect(doc.revisionID?.description == "2-7718b0324ed598dda05874ab0afa1c826a4dc45c")
+        doc = try db.delete(doc)
+        #expect(doc.revisionID?.description == "3-b5286031b23cedfe784a86c021dc15817da8ff6d")
+        #expect(doc.isDeleted)
+    }
+
+    @Test(arguments: ["1-ab", "12-0123456789abcdef0123456789abcdef01234567", "999999999-00"])
+    func parsesValid(_ s: String) throws {
+        #expect(try RevisionID(s).description == s)
+    }
+
+    @Test(arguments: ["", "1", "1-", "-ab", "0-ab", "01-ab", "1-abc", "1-AB", "1-xy", "a-ab", "1-ab-cd",
+                      "+1-ab", "1 -ab", "1000000000-ab", "1-" + String(repeating: "a", count: 130)])
+    func rejectsInvalid(_ s: String) {
+        #expect(throws: StoreError.invalidRevisionID(s)) { try RevisionID(s) }
+    }
+
+    @Test func ordersByGenerationThenDigest() {
+        #expect(rev("2-aa") < rev("10-00"))
+        #expect(rev("3-ab") < rev("3-ac"))
+        #expect(rev("3-ab") < rev("3-abcd"))
+    }
+}

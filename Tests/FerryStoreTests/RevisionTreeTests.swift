@@ -1,0 +1,80 @@
+@testable import FerryStore
+import Testing
+
+/// Revision-tree mechanics: history insertion, noop, winner, pruning, remote pins, codec.
+@Suite struct RevisionTreeTests {
+    @Test func insertsHistoryFromTheCommonAncestor() throws {
+        var t = RevisionTree()
+        #expect(try t.insert(history: [rev("2-bb"), rev("1-aa")], deleted: false, body: json(#"{"v":2}"#)) == .inserted(commonAncestor: nil))
+        #expect(try t.insert(history: [rev("4-dd"), rev("3-cc"), rev("2-bb"), rev("1-aa")], deleted: false, body: json("{}"))
+                == .inserted(commonAncestor: rev("2-bb")))
+        #expect(t.nodes.count == 4)
+        #expect(t.nodes[rev("3-cc")]?.parent == rev("2-bb"))
+        #expect(t.nodes[rev("2-bb")]?.body == nil)   // no longer a leaf: body dropped
+        #expect(try t.insert(history: [rev("3-cc"), rev("2-bb")], deleted: false, body: json("{}")) == .noop)
+        #expect(t.current?.revisionID == rev("4-dd"))
+    }
+
+    @Test func liveLeavesWinOverDeletedOnesThenTheHigherRevision() throws {
+        var t = RevisionTree()
+        _ = try t.insert(history: [rev("1-aa")], deleted: false, body: json("{}"))
+        _ = try t.insert(history: [rev("3-ff"), rev("2-ee"), rev("1-aa")], deleted: true, body: json("{}"))
+        _ = try t.insert(history: [rev("2-bb"), rev("1-aa")], deleted: false, body: json("{}"))
+        _ = try t.insert(history: [rev("2-cc"), rev("1-aa")], deleted: false, body: json("{}"))
+        #expect(t.current?.revisionID == rev("2-cc"))
+        #expect(t.conflicts == [rev("2-bb")])
+        #expect(t.leaves.map(\.revisionID) == [rev("3-ff"), rev("2-cc"), rev("2-bb")])
+    }
+
+    @Test func prunesToTheDepthButKeepsRemotePins() throws {
+        var t = RevisionTree()
+        var parent: RevisionID?
+        var all: [RevisionID] = []
+        for i in 0..<60 {
+            parent = t.addChild(of: parent, deleted: false, canonicalBody: json("{\"i\":\(i)}"))
+            if let parent { all.append(parent) }
+            if i == 3, let parent { t.setRemoteRevision(parent, remote: 1) }   // pinned while a leaf
+        }
+        let removed = t.prune(maxDepth: 50)
+        #expect(removed == 9)   // generations 1–10 are 50+ away from the leaf, minus the pinned 4
+        #expect(t.nodes[all[3]] != nil && t.nodes[all[3]]?.body != nil)
+        #expect(t.nodes[all[10]]?.parent == nil)
+        #expect(t.nodes[all[59]] != nil && t.nodes.count == 51)
+    }
+
+    @Test func aStoreKeepsTreesPrunedAndRemotesLatestBodies() throws {
+        var options = DatabaseOptions()
+        options.maxRevisionTreeDepth = 5
+        let (db, dir) = try freshDatabase(options)
+        _ = dir
+        try db.insert(ReplicatedRevision(documentID: "d", history: ["1-aa"], body: json(#"{"from":"peer"}"#)), fromRemote: "ws://peer/db")
+        var doc = try #require(try db.document("d"))
+        for i in 0..<10 {
+            doc["i"] = .int(Int64(i))
+            doc = try db.save(doc)
+        }
+        let tree = try #require(try db.revisionTree(of: "d"))
+        #expect(tree.nodes.count == 6)
+        #expect(tree.nodes[rev("1-aa")]?.body == json(#"{"from":"peer"}"#))
+        #expect(tree.remoteRevisions.values.contains(rev("1-aa")))
+    }
+
+    @Test func theCodecRoundTripsAndRejectsDamage() throws {
+        var t = RevisionTree()
+        _ = try t.insert(history: [rev("2-bb"), rev("1-aa")], deleted: false, body: json(#"{"b":1}"#))
+        _ = try t.insert(history: [rev("2-cc"), rev("1-aa")], deleted: true, body: json(#"{}"#))
+        t.setRemoteRevision(rev("2-cc"), remote: 7)
+        let cur = try #require(t.current)
+        let blob = RevisionTreeCodec.encode(t, currentInRow: cur.revisionID)
+        let back = try RevisionTreeCodec.decode(blob, currentBody: cur.body ?? [], documentID: "d")
+        #expect(back == t)
+        for cut in [0, 1, 5, blob.count - 1] {
+            #expect(throws: StoreError.corruptRevisionTree(documentID: "d")) {
+                try RevisionTreeCodec.decode(Array(blob.prefix(cut)), currentBody: [], documentID: "d")
+            }
+        }
+        var garbage = blob
+        garbage[2] = 0xFF
+        #expect(throws: StoreError.self) { try RevisionTreeCodec.decode(garbage, currentBody: [], documentID: "d") }
+    }
+}
