@@ -1,5 +1,10 @@
 // swift-tools-version: 6.1
+import Foundation
 import PackageDescription
+
+// The main package is the folder above; SwiftPM names a path dependency after its folder, which
+// differs between checkouts (CI clones into a folder of its own), so the name is computed.
+let ferry = URL(fileURLWithPath: Context.packageDirectory).deletingLastPathComponent().lastPathComponent.lowercased()
 
 // libFuzzer targets, kept out of the main package so normal builds never need the sanitizer.
 // Build: swift build -c release -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld
@@ -9,9 +14,9 @@ let package = Package(
     dependencies: [.package(path: "..")],
     targets: [
         .target(name: "FuzzSupport"),
-        .executableTarget(name: "FuzzFrameDecoder", dependencies: ["FuzzSupport", .product(name: "FerryWebSocket", package: "main")]),
-        .executableTarget(name: "FuzzHandshake", dependencies: ["FuzzSupport", .product(name: "FerryWebSocket", package: "main")]),
-        .executableTarget(name: "FuzzBLIP", dependencies: ["FuzzSupport", .product(name: "FerryBLIP", package: "main")]),
+        .executableTarget(name: "FuzzFrameDecoder", dependencies: ["FuzzSupport", .product(name: "FerryWebSocket", package: ferry)]),
+        .executableTarget(name: "FuzzHandshake", dependencies: ["FuzzSupport", .product(name: "FerryWebSocket", package: ferry)]),
+        .executableTarget(name: "FuzzBLIP", dependencies: ["FuzzSupport", .product(name: "FerryBLIP", package: ferry)]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -44,7 +44,9 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
     private var pending: [UInt64: (Result<BLIPMessage, BLIPError>) -> Void] = [:]
     private var handlers: [String: Handler] = [:]
     private var defaultHandler: Handler?
-    private let closedState = Mutex<BLIPError?>(nil)
+    /// Why the connection ended (what pending and later requests fail with), and whether that
+    /// was a clean close (1000/1001 with no error) rather than a failure.
+    private let closedState = Mutex<(error: BLIPError, clean: Bool)?>(nil)
     private var closeWaiters: [CheckedContinuation<BLIPError?, Never>] = []
     private var openWaiter: ((Result<Void, BLIPError>) -> Void)?
     private let logger: Logger
@@ -154,7 +156,7 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
     /// `.errorResponse` failure). NoReply requests complete as soon as they are queued.
     public func send(_ request: BLIPMessage, completion: @escaping @Sendable (Result<BLIPMessage, BLIPError>) -> Void) {
         onLoop { conn in
-            if let e = conn.closedState.withLock({ $0 }) { completion(.failure(e)); return }
+            if let e = conn.closedState.withLock({ $0?.error }) { completion(.failure(e)); return }
             let number = conn.session.send(request: request)
             if request.isNoReply {
                 completion(.success(BLIPMessage(type: .response, number: number)))
@@ -207,7 +209,7 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
     public func closed() async -> BLIPError? {
         await withCheckedContinuation { c in
             onLoop { conn in
-                if let e = conn.closedState.withLock({ $0 }) { c.resume(returning: e.isCleanClose ? nil : e) }
+                if let s = conn.closedState.withLock({ $0 }) { c.resume(returning: s.clean ? nil : s.error) }
                 else { conn.closeWaiters.append(c) }
             }
         }
@@ -216,7 +218,7 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
     /// A fatal protocol error: close with 1011, fail everything pending.
     private func fail(_ error: BLIPError) {
         logger.warning("closing BLIP connection", metadata: ["error": "\(error)"])
-        closedState.withLock { if $0 == nil { $0 = error } }
+        closedState.withLock { if $0 == nil { $0 = (error, false) } }
         ws?.close(code: .internalError, reason: "\(error)")
         failPending(error)
     }
@@ -270,26 +272,20 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
     }
 
     public func webSocketDidClose(_ connection: WebSocketConnection, code: CloseCode, reason: String, error: WebSocketError?) {
-        let err: BLIPError = closedState.withLock { s in
+        let state = closedState.withLock { s in
             if s == nil {
-                s = error.map { .webSocket($0) } ?? .disconnected("closed (\(code)\(reason.isEmpty ? "" : ": \(reason)"))")
+                let clean = error == nil && (code == .normalClosure || code == .goingAway)
+                s = (error.map { .webSocket($0) } ?? .disconnected("closed (\(code)\(reason.isEmpty ? "" : ": \(reason)"))"), clean)
             }
-            return s ?? .disconnected("closed")
+            return s ?? (.disconnected("closed"), false)
         }
+        let err = state.error
         failPending(err)
         openWaiter?(.failure(err))
         openWaiter = nil
         let waiters = closeWaiters
         closeWaiters = []
-        for w in waiters { w.resume(returning: err.isCleanClose ? nil : err) }
+        for w in waiters { w.resume(returning: state.clean ? nil : err) }
         ws = nil
-    }
-}
-
-extension BLIPError {
-    /// A normal close (1000/1001) rather than a failure.
-    var isCleanClose: Bool {
-        if case .disconnected(let s) = self { return s.hasPrefix("closed (1000") || s.hasPrefix("closed (1001") }
-        return false
     }
 }

@@ -103,7 +103,8 @@ public final class BLIPSession {
         let nextIsUrgent = outbox.first?.isUrgent ?? false
         let budget = (!m.isUrgent && nextIsUrgent) ? BLIPConstants.frameSizeBeforeUrgent : BLIPConstants.maxFrameSize
         var frame: [UInt8] = []
-        frame.reserveCapacity(budget + 64)
+        // Room for this frame only: most messages are far smaller than the 16 KiB budget.
+        frame.reserveCapacity(min(budget, m.count - m.offset + 16) + 64)
         Varint.write(m.number, into: &frame)
         let headerLength = frame.count + 1
         let take = min(m.count - m.offset, budget - headerLength - 4)
