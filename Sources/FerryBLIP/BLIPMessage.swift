@@ -46,14 +46,12 @@ public struct BLIPMessage: Sendable, Equatable {
                 String(decoding: body, as: UTF8.self))
     }
 
-    /// The message stream before framing: varint(len(properties)) ‖ properties ‖ body.
-    public func encodedStream() -> [UInt8] {
+    /// The head of the message stream before framing: varint(len(properties)) ‖ properties.
+    /// The body follows it on the wire.
+    public func encodedPrefix() -> [UInt8] {
         let p = properties.encoded()
-        var out: [UInt8] = []
-        out.reserveCapacity(p.count + body.count + 4)
-        Varint.write(UInt64(p.count), into: &out)
+        var out = Varint.encode(UInt64(p.count))
         out.append(contentsOf: p)
-        out.append(contentsOf: body)
         return out
     }
 

@@ -88,12 +88,6 @@ public final class BLIPSession {
         outgoingRequests.values.contains { $0.frozen } || outgoingResponses.values.contains { $0.frozen }
     }
 
-    /// True when a frame is ready to send.
-    public var hasFrameToSend: Bool { !acks.isEmpty || !outbox.isEmpty }
-
-    /// Bytes queued in unsent message streams (for memory accounting).
-    public var queuedBytes: Int { outbox.reduce(0) { $0 + $1.count - $1.offset } }
-
     /// The next frame to send as one WebSocket binary message, or nil if nothing can go now
     /// (empty queue, or every message frozen awaiting ACKs).
     public func nextFrame() throws(BLIPError) -> [UInt8]? {
@@ -126,7 +120,7 @@ public final class BLIPSession {
         m.bytesSent += frame.count - headerLength
         messageBytesSent += frame.count
         if more {
-            if m.unacked >= BLIPConstants.maxUnackedBytes { m.frozen = true } else { requeue(m) }
+            if m.unacked >= BLIPConstants.maxUnackedBytes { m.frozen = true } else { enqueue(m) }
         } else {
             if m.type == .request { outgoingRequests[m.number] = nil } else { outgoingResponses[m.number] = nil }
         }
@@ -147,8 +141,6 @@ public final class BLIPSession {
         }
         outbox.insert(m, at: 1)
     }
-
-    private func requeue(_ m: OutgoingMessage) { enqueue(m) }
 
     // MARK: Receiving
 
@@ -184,11 +176,12 @@ public final class BLIPSession {
         if msg.stream.count > configuration.maxMessageSize + 16 {
             throw .protocolError("message #\(number) exceeds \(configuration.maxMessageSize) bytes")
         }
-        if msg.propertiesLength == nil {
+        if !msg.propertiesChecked {
+            // Refuse an oversized properties block as soon as its length arrives, not at the end.
             let len: UInt64?? = try? msg.stream.withUnsafeBytes { raw in try Varint.read(raw, at: 0).map { $0.0 } }
             if case let .some(.some(l)) = len {
                 guard l <= UInt64(BLIPConstants.maxPropertiesSize) else { throw .protocolError("properties larger than 100 KiB") }
-                msg.propertiesLength = Int(l)
+                msg.propertiesChecked = true
             }
         }
         msg.bytesReceived += payload.count + 4
@@ -222,13 +215,9 @@ public final class BLIPSession {
             return m
         }
         if let m = incomingResponses[number] { return m }
+        // A response to a NoReply, already answered or never sent request is fatal (LiteCore's rule).
         guard awaitingResponse.remove(number) != nil else {
-            if number < nextRequestNumber {
-                // A response to a NoReply or already-answered request: drop it, as go-blip does.
-                // It must still pass through the CRC: decline, and the caller skips it.
-                throw .protocolError("unexpected response to request #\(number)")
-            }
-            throw .protocolError("response to request #\(number), which was never sent")
+            throw .protocolError("unexpected response to request #\(number)")
         }
         let m = IncomingMessage(type: type, number: number, flags: flags)
         incomingResponses[number] = m
@@ -241,10 +230,7 @@ public final class BLIPSession {
         m.bytesAcked = count
         if m.frozen && m.unacked < BLIPConstants.maxUnackedBytes {
             m.frozen = false
-            requeue(m)
+            enqueue(m)
         }
     }
-
-    /// Requests we sent that still await a response (to fail them when the connection closes).
-    public var pendingRequestNumbers: Set<UInt64> { awaitingResponse.union(Set(incomingResponses.keys)) }
 }

@@ -8,8 +8,8 @@ final class IncomingMessage {
     var bytesReceived = 0
     /// The byte count in our last ACK of this message.
     var bytesAcked = 0
-    /// The properties' length, once its varint has arrived.
-    var propertiesLength: Int?
+    /// Whether the properties' length has arrived and passed the size limit.
+    var propertiesChecked = false
 
     init(type: BLIPMessageType, number: UInt64, flags: BLIPFlags) {
         self.type = type; self.number = number; self.flags = flags

@@ -20,10 +20,7 @@ final class OutgoingMessage {
 
     init(type: BLIPMessageType, number: UInt64, flags: BLIPFlags, message: BLIPMessage) {
         self.type = type; self.number = number; self.flags = flags
-        let p = message.properties.encoded()
-        var head = Varint.encode(UInt64(p.count))
-        head.append(contentsOf: p)
-        prefix = head
+        prefix = message.encodedPrefix()
         body = message.body
     }
 

@@ -30,7 +30,6 @@ public final class EventLoop: @unchecked Sendable {
     private let pending = Mutex<PendingTasks>(PendingTasks())
     private var registrations: [Int32: Registration] = [:]
     private var timers = TimerQueue()
-    private var thread: pthread_t?
     private var threadID: pthread_t?
     private let stopped = Mutex<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
@@ -73,7 +72,7 @@ public final class EventLoop: @unchecked Sendable {
             return nil
         }, box.toOpaque())
         if rc != 0 { box.release(); throw .system(operation: "pthread_create", errno: rc) }
-        thread = t
+        pthread_detach(t)
     }
 
     deinit {

@@ -69,19 +69,13 @@ final class AsyncBridge: WebSocketHandler, @unchecked Sendable {
             return (r, w)
         }
         if let reader {
-            if let e = readerError(closure) { reader.resume(throwing: e) } else { reader.resume(returning: nil) }
+            if let e = closure.error { reader.resume(throwing: e) } else { reader.resume(returning: nil) }
         }
         for w in waiters { w.resume(returning: closure) }
         let ws = writers
         writers = []
         for c in ws { c.resume(throwing: error ?? .closed(code: code, reason: reason)) }
         onOpen = nil
-    }
-
-    /// A clean close (1000/1001, or a close we started) ends iteration; anything else throws.
-    private func readerError(_ c: Closure) -> WebSocketError? {
-        if let e = c.error { return e }
-        return nil
     }
 
     // MARK: Reader side (any task)
@@ -94,8 +88,9 @@ final class AsyncBridge: WebSocketHandler, @unchecked Sendable {
                     let m = s.queue[s.head]; s.head += 1; compact(&s)
                     return .success(m)
                 }
+                // A clean close ends iteration; a failed connection throws its error.
                 if let closure = s.closure {
-                    if let e = readerError(closure) { return .failure(e) }
+                    if let e = closure.error { return .failure(e) }
                     return .success(nil)
                 }
                 s.reader = c

@@ -68,7 +68,7 @@ public enum ServerHandshake {
     /// Validates an upgrade request. Throws `.badHandshake` with the HTTP status to answer.
     public static func validate(_ req: HTTPRequestHead) throws(WebSocketError) -> Offer {
         guard req.method == "GET" else { throw .badHandshake(status: 405, reason: "method \(req.method) is not GET") }
-        guard req.version == "HTTP/1.1" || req.version.hasPrefix("HTTP/1.") && req.version != "HTTP/1.0" else {
+        guard req.version.hasPrefix("HTTP/1."), req.version != "HTTP/1.0" else {
             throw .badHandshake(status: 400, reason: "HTTP/1.1 or later is required")
         }
         guard req.headers["Host"] != nil else { throw .badHandshake(status: 400, reason: "missing Host header") }

@@ -21,8 +21,6 @@ public enum WebSocketError: Error, Sendable, Equatable, CustomStringConvertible 
     case timedOut
     /// The connection is closed; the code and reason are the ones received or sent.
     case closed(code: CloseCode, reason: String)
-    /// The server refused the connection because it is at its connection limit (HTTP 503).
-    case tooManyConnections
     /// The transport failed.
     case transport(NetError)
     /// The URL was not a usable `ws://` URL.
@@ -51,7 +49,6 @@ public enum WebSocketError: Error, Sendable, Equatable, CustomStringConvertible 
         case .headerTooLarge(let l): return "HTTP head exceeds \(l) bytes"
         case .timedOut: return "timed out"
         case let .closed(code, reason): return "closed (\(code)\(reason.isEmpty ? "" : ": \(reason)"))"
-        case .tooManyConnections: return "too many connections"
         case .transport(let e): return "transport: \(e)"
         case .invalidURL(let s): return "invalid URL: \(s)"
         }

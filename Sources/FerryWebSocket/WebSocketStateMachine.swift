@@ -296,7 +296,8 @@ public final class WebSocketStateMachine {
 
     /// Writes one frame; masks (clients) into a scratch buffer so the caller's bytes stay intact.
     public func writeFrame(_ op: Opcode, _ payload: UnsafeRawBufferPointer, fin: Bool) {
-        guard closeState == .open || (op == .close && closeState != .closed) || (op == .pong && closeState == .open) else { return }
+        // Once a close frame is sent (ours or the echo, both written while still open) nothing follows it.
+        guard closeState == .open else { return }
         let key = role == .client ? nextMaskKey() : nil
         let header = FrameHeader(fin: fin, opcode: op, maskKey: key, payloadLength: payload.count)
         withUnsafeTemporaryAllocation(byteCount: FrameEncoder.maxHeaderLength, alignment: 8) { h in

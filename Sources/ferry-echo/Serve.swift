@@ -61,26 +61,15 @@ struct Serve: AsyncParsableCommand {
 
 /// Suspends until SIGINT or SIGTERM.
 func waitForTermination() async {
-    await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-        let once = OnceFlag()
-        for sig in [SIGINT, SIGTERM] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler { if once.fire() { c.resume() } }
-            source.resume()
-            OnceFlag.keep(source)
-        }
+    let (signals, continuation) = AsyncStream<Void>.makeStream()
+    // The sources live as long as this function, which is as long as they are needed.
+    let sources = [SIGINT, SIGTERM].map { sig in
+        signal(sig, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+        source.setEventHandler { continuation.finish() }
+        source.resume()
+        return source
     }
-}
-
-/// Fires once across threads; keeps signal sources alive for the process.
-final class OnceFlag: @unchecked Sendable {
-    // Safety: `fired` is only read and written under `lock`.
-    private let lock = NSLock()
-    private var fired = false
-    func fire() -> Bool { lock.lock(); defer { lock.unlock() }; if fired { return false }; fired = true; return true }
-    nonisolated(unsafe) static var sources: [DispatchSourceSignal] = []
-    static func keep(_ s: DispatchSourceSignal) { lock2.lock(); sources.append(s); lock2.unlock() }
-    // Safety: `sources` is only touched under `lock2`.
-    static let lock2 = NSLock()
+    for await _ in signals {}
+    sources.forEach { $0.cancel() }
 }
