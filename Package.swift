@@ -52,12 +52,14 @@ let package = Package(
         // A runnable example of FerryBLIP used alone (docs/transport.md); CI builds and runs it.
         .executableTarget(name: "blip-rpc-example", dependencies: ["FerryBLIP", "FerryNet"],
                           path: "Examples/BLIPRPC"),
-        .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore", "CSQLite", "ferry-store-writer"]),
+        // Helpers shared by the test targets (package root, hex golden vectors).
+        .target(name: "FerryTestSupport", path: "Tests/FerryTestSupport"),
+        .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore", "CSQLite", "ferry-store-writer", "FerryTestSupport"]),
         .testTarget(name: "FerryNetTests", dependencies: ["FerryNet"]),
-        .testTarget(name: "FerryBLIPTests", dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet"],
+        .testTarget(name: "FerryBLIPTests", dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet", "FerryTestSupport"],
                     exclude: ["Interop"]),
         .testTarget(name: "FerryWebSocketTests",
-                    dependencies: ["FerryWebSocket", "FerryNet"],
+                    dependencies: ["FerryWebSocket", "FerryNet", "FerryTestSupport"],
                     exclude: ["Interop"]),
     ],
     swiftLanguageModes: [.v6]

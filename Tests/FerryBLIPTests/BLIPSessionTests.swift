@@ -1,4 +1,5 @@
 @testable import FerryBLIP
+import FerryTestSupport
 import Foundation
 import Testing
 
@@ -215,7 +216,7 @@ struct BLIPIndependentDecoderTests {
         let (status, lines) = try runBLIPPython(["--encode"], input: specs)
         #expect(status == 0, "\(lines)")
         let s = BLIPSession()
-        let msgs = try lines.compactMap { try s.receive(blipHex($0)) }
+        let msgs = try lines.compactMap { try s.receive(hexBytes($0)) }
         #expect(msgs.map(\.profile) == ["one", "two", "three"])
         #expect(msgs.count == 3 && msgs[1].body == Array(body.utf8) && msgs[0].body == Array("hi".utf8))
         #expect(msgs.last?.properties["a"] == "b")

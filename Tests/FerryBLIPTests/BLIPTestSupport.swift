@@ -1,22 +1,12 @@
 @testable import FerryBLIP
+import FerryTestSupport
 import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
 
-let blipPackageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
 /// Protocol/vectors/blip.hex by name.
-let blipVectors: [String: [UInt8]] = {
-    guard let text = try? String(contentsOf: blipPackageRoot.appendingPathComponent("Protocol/vectors/blip.hex"), encoding: .utf8) else { return [:] }
-    var out: [String: [UInt8]] = [:]
-    for line in text.split(separator: "\n") where !line.hasPrefix("#") {
-        let parts = line.split(separator: ":", maxSplits: 1)
-        guard parts.count == 2 else { continue }
-        out[String(parts[0])] = blipHex(parts[1].trimmingCharacters(in: .whitespaces))
-    }
-    return out
-}()
+let blipVectors = namedHexVectors("blip.hex")
 
 struct MissingVector: Error { let name: String }
 
@@ -24,14 +14,6 @@ struct MissingVector: Error { let name: String }
 func vec(_ name: String) throws -> [UInt8] {
     guard let v = blipVectors[name] else { throw MissingVector(name: name) }
     return v
-}
-
-func blipHex(_ s: String) -> [UInt8] {
-    var out: [UInt8] = []
-    var it = s.utf8.makeIterator()
-    func nib(_ c: UInt8) -> UInt8 { c <= 57 ? c - 48 : (c | 0x20) - 87 }
-    while let a = it.next(), let b = it.next() { out.append(nib(a) << 4 | nib(b)) }
-    return out
 }
 
 func hexString(_ b: [UInt8]) -> String { b.map { String(format: "%02x", $0) }.joined() }
@@ -65,7 +47,7 @@ func noiseBody(_ n: Int, seed: UInt32 = 1) -> [UInt8] {
 }
 
 let blipPython: String? = {
-    let c = ProcessInfo.processInfo.environment["FERRY_PYTHON"] ?? blipPackageRoot.appendingPathComponent(".venv/bin/python").path
+    let c = ProcessInfo.processInfo.environment["FERRY_PYTHON"] ?? packageRoot.appendingPathComponent(".venv/bin/python").path
     if FileManager.default.isExecutableFile(atPath: c) { return c }
     return FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : nil
 }()
@@ -74,7 +56,7 @@ let blipPython: String? = {
 func runBLIPPython(_ args: [String], input: [String]) throws -> (Int32, [String]) {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: blipPython ?? "/usr/bin/python3")
-    p.arguments = [blipPackageRoot.appendingPathComponent("Tests/FerryBLIPTests/Interop/blip_decode.py").path] + args
+    p.arguments = [packageRoot.appendingPathComponent("Tests/FerryBLIPTests/Interop/blip_decode.py").path] + args
     let inPipe = Pipe(), outPipe = Pipe()
     p.standardInput = inPipe
     p.standardOutput = outPipe

@@ -1,9 +1,10 @@
+import FerryTestSupport
 import Foundation
 import Testing
 
 /// Two `ferry-echo` processes over real sockets: a BLIP echo server and the mixed-workload client.
 @Suite(.serialized) struct TwoProcessTests {
-    static let echo = blipPackageRoot.appendingPathComponent(".build/debug/ferry-echo").path
+    static let echo = packageRoot.appendingPathComponent(".build/debug/ferry-echo").path
 
     static func serve() throws -> (Process, Int) {
         let p = Process()

@@ -1,3 +1,4 @@
+import FerryTestSupport
 @testable import FerryStore
 import Testing
 

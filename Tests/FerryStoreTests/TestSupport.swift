@@ -1,21 +1,12 @@
 @testable import FerryStore
+import FerryTestSupport
 import Foundation
 
-/// The package root, found from this file's path.
-let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
 /// Tab-separated vector lines of a file in Protocol/vectors, comments skipped.
 func vectorLines(_ name: String) throws -> [[String]] {
     let text = try String(contentsOf: packageRoot.appendingPathComponent("Protocol/vectors/\(name)"), encoding: .utf8)
     return text.split(separator: "\n").filter { !$0.hasPrefix("#") }.map { $0.split(separator: "\t", omittingEmptySubsequences: false).map(String.init) }
-}
-
-func hexBytes(_ s: String) -> [UInt8] {
-    var out: [UInt8] = []
-    var it = s.utf8.makeIterator()
-    func nib(_ c: UInt8) -> UInt8 { c <= 57 ? c - 48 : (c | 0x20) - 87 }
-    while let a = it.next(), let b = it.next() { out.append(nib(a) << 4 | nib(b)) }
-    return out
 }
 
 /// A fresh temporary directory, removed when the value is dropped.

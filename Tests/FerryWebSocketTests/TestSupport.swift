@@ -1,34 +1,13 @@
 import FerryNet
 @testable import FerryWebSocket
+import FerryTestSupport
 import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// The package root, found from this file's path.
-let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
 /// Golden vectors from Protocol/vectors/websocket.hex, by name.
-let goldenVectors: [String: [UInt8]] = {
-    let url = packageRoot.appendingPathComponent("Protocol/vectors/websocket.hex")
-    guard let text = try? String(contentsOf: url, encoding: .utf8) else { return [:] }
-    var out: [String: [UInt8]] = [:]
-    for line in text.split(separator: "\n") where !line.hasPrefix("#") {
-        let parts = line.split(separator: ":", maxSplits: 1)
-        guard parts.count == 2 else { continue }
-        out[String(parts[0])] = hexBytes(parts[1].trimmingCharacters(in: .whitespaces))
-    }
-    return out
-}()
-
-func hexBytes(_ s: String) -> [UInt8] {
-    var out: [UInt8] = []
-    out.reserveCapacity(s.count / 2)
-    var it = s.utf8.makeIterator()
-    func nib(_ c: UInt8) -> UInt8 { c <= 57 ? c - 48 : (c | 0x20) - 87 }
-    while let a = it.next(), let b = it.next() { out.append(nib(a) << 4 | nib(b)) }
-    return out
-}
+let goldenVectors = namedHexVectors("websocket.hex")
 
 func pattern(_ n: Int) -> [UInt8] { (0..<n).map { UInt8($0 % 251) } }
 

@@ -1,0 +1,28 @@
+import Foundation
+
+/// The package root, found from this file's path (Tests/FerryTestSupport/ is two levels down).
+public let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+/// Bytes from a hex string (pairs of hex digits, no separators).
+public func hexBytes(_ s: String) -> [UInt8] {
+    var out: [UInt8] = []
+    out.reserveCapacity(s.utf8.count / 2)
+    var it = s.utf8.makeIterator()
+    func nib(_ c: UInt8) -> UInt8 { c <= 57 ? c - 48 : (c | 0x20) - 87 }
+    while let a = it.next(), let b = it.next() { out.append(nib(a) << 4 | nib(b)) }
+    return out
+}
+
+/// The `name: hex` golden vectors of a file in Protocol/vectors, by name (`#` lines skipped);
+/// empty if the file is missing, so a test that needs a vector fails on its absence.
+public func namedHexVectors(_ file: String) -> [String: [UInt8]] {
+    let url = packageRoot.appendingPathComponent("Protocol/vectors/\(file)")
+    guard let text = try? String(contentsOf: url, encoding: .utf8) else { return [:] }
+    var out: [String: [UInt8]] = [:]
+    for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+        let parts = line.split(separator: ":", maxSplits: 1)
+        guard parts.count == 2 else { continue }
+        out[String(parts[0])] = hexBytes(parts[1].trimmingCharacters(in: .whitespaces))
+    }
+    return out
+}
