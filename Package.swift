@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "FerryWebSocket", targets: ["FerryWebSocket"]),
         .library(name: "FerryBLIP", targets: ["FerryBLIP"]),
         .library(name: "FerryStore", targets: ["FerryStore"]),
+        .library(name: "FerrySync", targets: ["FerrySync"]),
         .executable(name: "ferry-echo", targets: ["ferry-echo"]),
         .executable(name: "ferry-bench", targets: ["ferry-bench"]),
     ],
@@ -43,6 +44,10 @@ let package = Package(
         // The document store: SQLite (C API), revision trees, conflicts, validation. No transport.
         .target(name: "FerryStore",
                 dependencies: ["CSQLite", "COpenSSL", .product(name: "Logging", package: "swift-log")]),
+        // Replication: the Couchbase Mobile protocol on BLIP between two stores.
+        .target(name: "FerrySync",
+                dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet", "FerryStore", "COpenSSL",
+                               .product(name: "Logging", package: "swift-log")]),
         // A child process for the durability test: commits batches and reports each one.
         .executableTarget(name: "ferry-store-writer", dependencies: ["FerryStore"]),
         // Side-by-side measurements: `swift run -c release ferry-bench …` (docs/performance.md).

@@ -48,7 +48,7 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
     /// was a clean close (1000/1001 with no error) rather than a failure.
     private let closedState = Mutex<(error: BLIPError, clean: Bool)?>(nil)
     private var closeWaiters: [CheckedContinuation<BLIPError?, Never>] = []
-    private var openWaiter: ((Result<Void, BLIPError>) -> Void)?
+    var openWaiter: ((Result<Void, BLIPError>) -> Void)?
     private let logger: Logger
     /// The app protocol negotiated (`BLIP_3+<app>`).
     public private(set) var subprotocol: String?

@@ -34,12 +34,12 @@ public final class Batch {
         try txn.purge(documentID)
     }
 
-    /// See `Database.insert(_:fromRemote:resolver:)`.
+    /// See `Database.insert(_:fromRemote:resolver:allowConflicts:)`.
     @discardableResult
     public func insert(_ revision: ReplicatedRevision, fromRemote remote: String? = nil,
-                       resolver: ConflictResolver? = .default) throws(StoreError) -> InsertOutcome {
+                       resolver: ConflictResolver? = .default, allowConflicts: Bool = true) throws(StoreError) -> InsertOutcome {
         let key = try remote.map { (r) throws(StoreError) -> Int in try txn.remoteKey(r) }
-        return try txn.insert(revision, remote: key, resolver: resolver)
+        return try txn.insert(revision, remote: key, resolver: resolver, allowConflicts: allowConflicts)
     }
 
     /// See `Database.putLocalDocument(_:properties:expectedRevision:)`.

@@ -11,6 +11,15 @@ public struct Conflict: Sendable, Equatable {
     public let localRevisionID: RevisionID
     /// The remote leaf's revision ID (present even when `remote` is nil).
     public let remoteRevisionID: RevisionID
+
+    /// A conflict between two leaves (nil documents for tombstones).
+    public init(documentID: String, local: Document?, remote: Document?, localRevisionID: RevisionID, remoteRevisionID: RevisionID) {
+        self.documentID = documentID
+        self.local = local
+        self.remote = remote
+        self.localRevisionID = localRevisionID
+        self.remoteRevisionID = remoteRevisionID
+    }
 }
 
 /// What a resolver decided. How each is stored is in docs/store.md §4 (reference §4.6).

@@ -142,23 +142,28 @@ public final class Database: Sendable {
     /// already present is a `noop`. If it conflicts with the current revision and `resolver`
     /// is given (default: the default rule), the conflict is resolved in the same transaction;
     /// with nil it stays in the tree. `remote` names the peer: its latest revision is kept.
+    /// With `allowConflicts: false` (a passive peer, reference §4.7) a revision that would fork
+    /// the document is refused with `.conflict` and nothing is written.
     @discardableResult
     public func insert(_ revision: ReplicatedRevision, fromRemote remote: String? = nil,
-                       resolver: ConflictResolver? = .default) throws(StoreError) -> InsertOutcome {
-        try inBatch { (b) throws(StoreError) -> InsertOutcome in try b.insert(revision, fromRemote: remote, resolver: resolver) }
+                       resolver: ConflictResolver? = .default, allowConflicts: Bool = true) throws(StoreError) -> InsertOutcome {
+        try inBatch { (b) throws(StoreError) -> InsertOutcome in
+            try b.insert(revision, fromRemote: remote, resolver: resolver, allowConflicts: allowConflicts)
+        }
     }
 
     /// Inserts many replicated revisions in one transaction (one commit). Each gets its own
     /// result: a refused one (bad input, validation, broken history) writes nothing and does
     /// not stop the others; an SQLite failure rolls the whole batch back and throws.
     public func insert(_ revisions: [ReplicatedRevision], fromRemote remote: String? = nil,
-                       resolver: ConflictResolver? = .default) throws(StoreError) -> [Result<InsertOutcome, StoreError>] {
+                       resolver: ConflictResolver? = .default,
+                       allowConflicts: Bool = true) throws(StoreError) -> [Result<InsertOutcome, StoreError>] {
         try inBatch { (b) throws(StoreError) -> [Result<InsertOutcome, StoreError>] in
             var out: [Result<InsertOutcome, StoreError>] = []
             out.reserveCapacity(revisions.count)
             for r in revisions {
                 do throws(StoreError) {
-                    out.append(.success(try b.insert(r, fromRemote: remote, resolver: resolver)))
+                    out.append(.success(try b.insert(r, fromRemote: remote, resolver: resolver, allowConflicts: allowConflicts)))
                 } catch {
                     switch error {
                     case .sqlite, .corrupt, .notADatabase, .closed, .io: throw error

@@ -58,6 +58,16 @@ final class WriteTransaction {
         return lastSequence
     }
 
+    /// Writes a tree whose current revision did not change (remote bookkeeping) without a new
+    /// sequence: nothing about the document needs replicating.
+    func storeQuietly(_ id: String, key: Int64, tree: inout RevisionTree) throws(StoreError) {
+        guard let cur = RevisionTree.winner(of: tree.unsortedLeaves) else { throw .corruptRevisionTree(documentID: id) }
+        let s = try conn.prepare("UPDATE docs SET tree = ? WHERE doc_key = ?")
+        s.bindBlob(1, RevisionTreeCodec.encode(tree, currentInRow: cur.revisionID))
+        s.bind(2, key)
+        try s.run()
+    }
+
     static let emptyObject: [UInt8] = [UInt8(ascii: "{"), UInt8(ascii: "}")]
 
     /// The document value of one node of a tree (its body parsed).
@@ -189,7 +199,8 @@ final class WriteTransaction {
 
     // MARK: - Replicated revisions
 
-    func insert(_ r: ReplicatedRevision, remote: Int?, resolver: ConflictResolver?) throws(StoreError) -> InsertOutcome {
+    func insert(_ r: ReplicatedRevision, remote: Int?, resolver: ConflictResolver?,
+                allowConflicts: Bool = true) throws(StoreError) -> InsertOutcome {
         try Document.validateID(r.documentID)
         guard !r.history.isEmpty else { throw .brokenHistory(reason: "empty history") }
         var history: [RevisionID] = []
@@ -206,8 +217,7 @@ final class WriteTransaction {
         if case .noop = result {
             if let remote, let stored, tree.remoteRevisions[remote] != rev {
                 tree.setRemoteRevision(rev, remote: remote)
-                let seq = try store(r.documentID, key: stored.key, tree: &tree)
-                return InsertOutcome(status: .noop, current: tree.current?.revisionID, conflictedWith: nil, resolved: false, sequence: seq)
+                try storeQuietly(r.documentID, key: stored.key, tree: &tree)
             }
             return InsertOutcome(status: .noop, current: previous?.revisionID, conflictedWith: nil, resolved: false, sequence: nil)
         }
@@ -227,6 +237,9 @@ final class WriteTransaction {
         if let prev = previous, tree.isLeaf(prev.revisionID), !tree.isAncestor(prev.revisionID, of: rev),
            !(prev.isDeleted && r.isDeleted) {
             conflictedWith = prev.revisionID
+            // A passive peer never stores a conflict from the wire (reference §4.7 rule 1); a
+            // new branch beside a tombstone is a re-creation, not a conflict (§3.6 table).
+            if !allowConflicts && !prev.isDeleted { throw .conflict(documentID: r.documentID) }
         }
         var resolved = false
         if let local = conflictedWith, let resolver {

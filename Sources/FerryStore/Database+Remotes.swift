@@ -1,0 +1,51 @@
+/// What the store remembers about remote peers: the latest revision of each document known to
+/// be on a remote (kept unpruned, with its body — reference §4.2). A pusher names it as the
+/// remote parent in `proposeChanges`; a conflict resolution continues from it.
+extension Database {
+    /// The latest revision known to be on `remote` for each of `documentIDs` that has one.
+    public func remoteRevisions(of documentIDs: [String], remote: String) throws(StoreError) -> [String: RevisionID] {
+        guard !documentIDs.isEmpty else { return [:] }
+        return try readers.withReader { (c) throws(StoreError) -> [String: RevisionID] in
+            let k = try c.prepare("SELECT remote_key FROM remotes WHERE address = ?")
+            k.bind(1, remote)
+            guard try k.step() else { k.reset(); return [:] }
+            let key = k.int(0)
+            k.reset()
+            let s = try c.prepare("SELECT body, tree FROM docs WHERE doc_id = ?")
+            var out: [String: RevisionID] = [:]
+            for id in documentIDs {
+                defer { s.reset() }
+                s.bind(1, id)
+                guard try s.step() else { continue }
+                let tree = try RevisionTreeCodec.decode(s.bytes(1), currentBody: s.bytes(0), documentID: id)
+                if let rev = tree.remoteRevisions[key] { out[id] = rev }
+            }
+            return out
+        }
+    }
+
+    /// Records that `remote` now has these revisions (after it acknowledged them), in one
+    /// transaction. Revisions no longer in a document's tree are skipped. Assigns no sequence:
+    /// this is bookkeeping, not a change to replicate.
+    public func setRemoteRevisions(_ revisions: [(documentID: String, revisionID: RevisionID)], remote: String) throws(StoreError) {
+        guard !revisions.isEmpty else { return }
+        try inBatch { (b) throws(StoreError) in
+            let key = try b.txn.remoteKey(remote)
+            for (id, rev) in revisions {
+                guard let stored = try b.txn.load(id), stored.tree.nodes[rev] != nil,
+                      stored.tree.remoteRevisions[key] != rev else { continue }
+                var tree = stored.tree
+                tree.setRemoteRevision(rev, remote: key)
+                try b.txn.storeQuietly(id, key: stored.key, tree: &tree)
+            }
+        }
+    }
+}
+
+extension Database {
+    /// Suspends until a change after `sequence` is committed; returns false if the task is
+    /// cancelled or the database closes first. What a continuous replication waits on.
+    public func waitForChange(after sequence: Int64) async -> Bool {
+        await writer.notifier.wait(after: sequence)
+    }
+}

@@ -1,0 +1,167 @@
+import FerryBLIP
+import FerryStore
+import Logging
+import Synchronization
+
+/// Serves one database on one accepted connection (reference §3.1, passive role): keeps the
+/// client's checkpoints, feeds its pulls (`subChanges` → `changes` + `rev`), takes its pushes
+/// (`proposeChanges`/`changes` + `rev`) without ever storing a conflict from the wire (409,
+/// reference §4.7), and answers every other profile with BLIP/404.
+final class PassivePeer: Sendable {
+    let database: Database
+    let connection: BLIPConnection
+    let pullFilters: @Sendable (String) -> PullFilter?
+    let logger: Logger
+    let reporter = Reporter()
+    private let inserter: Inserter
+    private let work: AsyncStream<BLIPIncomingRequest>.Continuation
+    private let worker: Task<Void, Never>
+    private let feed = Mutex<Task<Void, Never>?>(nil)
+
+    /// Properties of `subChanges` that are not pull-filter parameters.
+    static let subChangesProperties: Set<String> = ["Profile", "since", "continuous", "batch", "activeOnly", "filter",
+                                                    "channels", "revocations", "sendReplacementRevs", "versioning",
+                                                    "requestPlus", "future", "collection", "client_sgr2"]
+
+    init(database: Database, connection: BLIPConnection, pullFilters: @escaping @Sendable (String) -> PullFilter?, logger: Logger) {
+        self.database = database
+        self.connection = connection
+        self.pullFilters = pullFilters
+        self.logger = logger
+        inserter = Inserter(database: database, remote: nil, resolver: nil, allowConflicts: false)
+        let (stream, continuation) = AsyncStream<BLIPIncomingRequest>.makeStream()
+        work = continuation
+        // Store work never runs on the event loop; control messages are handled in order.
+        worker = Task { [database, logger] in
+            for await request in stream { PassivePeer.handleControl(request, database: database, logger: logger) }
+        }
+    }
+
+    /// Registers the handlers and starts serving; returns when the connection has closed.
+    func serve() async {
+        let work = self.work
+        for profile in ["getCheckpoint", "setCheckpoint", "proposeChanges", "changes"] {
+            connection.register(profile: profile) { work.yield($0) }
+        }
+        connection.register(profile: "subChanges") { [self] in startFeed($0) }
+        connection.register(profile: "rev") { [self] in handleRev($0) }
+        _ = await connection.closed()
+        work.finish()
+        feed.withLock { $0 }?.cancel()
+        await worker.value
+        await feed.withLock { $0 }?.value
+        await inserter.close()
+    }
+
+    // MARK: Checkpoints, proposals, legacy changes (in order, off the loop)
+
+    static func handleControl(_ request: BLIPIncomingRequest, database: Database, logger: Logger) {
+        let m = request.message
+        switch m.profile {
+        case "getCheckpoint":
+            guard let client = m.properties["client"], !client.isEmpty else { return request.respondHTTPError(400, "missing client") }
+            do {
+                guard let doc = try database.localDocument("peerCheckpoint/" + client) else {
+                    return request.respondHTTPError(404, "missing")
+                }
+                request.respond(properties: [("rev", doc.revision)], body: CanonicalJSON.encode(.object(doc.properties)))
+            } catch { request.respondHTTPError(error.wireStatus, error.wireMessage) }
+        case "setCheckpoint":
+            guard let client = m.properties["client"], !client.isEmpty else { return request.respondHTTPError(400, "missing client") }
+            let id = "peerCheckpoint/" + client
+            do {
+                let props = try JSONParser.parseObject(m.body, sizeLimit: 1 << 20)
+                let rev = m.properties["rev"].flatMap { $0.isEmpty ? nil : $0 }
+                if rev == nil, try database.localDocument(id) != nil {
+                    return request.respondHTTPError(409, "revision ID mismatch")
+                }
+                let newRev = try database.putLocalDocument(id, properties: props, expectedRevision: rev)
+                request.respond(properties: [("rev", newRev)])
+            } catch .conflict {
+                request.respondHTTPError(409, "revision ID mismatch")
+            } catch .notFound {
+                request.respondHTTPError(409, "revision ID mismatch")
+            } catch { request.respondHTTPError(error.wireStatus, error.wireMessage) }
+        case "proposeChanges":
+            do {
+                let proposals = try ReplicationMessages.decodeProposals(m.body)
+                guard !m.isNoReply else { return }
+                let statuses = try RevFinder.answer(proposals, database: database)
+                request.respond(body: ReplicationMessages.encodeProposalStatuses(statuses))
+            } catch let e as ReplicationError { request.respondHTTPError(400, "\(e)") }
+            catch { request.respondHTTPError(500, "\(error)") }
+        case "changes":
+            do {
+                let entries = try ReplicationMessages.decodeChanges(m.body)
+                guard !m.isNoReply else { return }
+                let answers = try RevFinder.answer(entries, database: database)
+                request.respond(properties: [("maxHistory", "50")], body: ReplicationMessages.encodeChangeAnswers(answers))
+            } catch let e as ReplicationError { request.respondHTTPError(400, "\(e)") }
+            catch { request.respondHTTPError(500, "\(error)") }
+        default:
+            request.respondError(domain: "BLIP", code: 404, message: BLIPConstants.noHandlerMessage)
+        }
+    }
+
+    // MARK: Pushes from the client
+
+    private func handleRev(_ request: BLIPIncomingRequest) {
+        let revision: ReplicatedRevision
+        do { revision = try RevMessage.read(request.message) } catch {
+            request.respondHTTPError(400, "\(error)")
+            return
+        }
+        inserter.enqueue(revision) { result in
+            switch result {
+            case .success: if !request.message.isNoReply { request.respond() }
+            case .failure(let e): request.respondHTTPError(e.wireStatus, e.wireMessage)
+            }
+        }
+    }
+
+    // MARK: Pulls by the client
+
+    private func startFeed(_ request: BLIPIncomingRequest) {
+        let m = request.message
+        let since = m.properties["since"].flatMap { Int64($0) } ?? 0
+        let continuous = m.properties.bool("continuous")
+        let batch = min(max(m.properties["batch"].flatMap { Int($0) } ?? 200, 1), 1000)
+        var docIDs: Set<String>?
+        if !m.body.isEmpty {
+            guard case .object(let o)? = try? JSONParser.parse(m.body, sizeLimit: ReplicationMessages.maxBodySize) else {
+                return request.respondHTTPError(400, "subChanges body is not a JSON object")
+            }
+            if let ids = o["docIDs"]?.arrayValue { docIDs = Set(ids.compactMap(\.stringValue)) }
+        }
+        var filter: PullFilter?
+        var params: [String: String] = [:]
+        if let name = m.properties["filter"] {
+            guard let f = pullFilters(name) else { return request.respondHTTPError(404, "no pull filter named \(name)") }
+            filter = f
+            for (k, v) in m.properties where !Self.subChangesProperties.contains(k) { params[k] = v }
+        }
+        let alreadyFeeding = feed.withLock { $0 != nil }
+        guard !alreadyFeeding else { return request.respondHTTPError(409, "subChanges already active on this connection") }
+        request.respond()
+
+        let database = self.database
+        let (onlyIDs, pullFilter, parameters) = (docIDs, filter, params)
+        var selector: Pusher.Selector?
+        if pullFilter != nil || onlyIDs != nil {
+            selector = { change in
+                if let onlyIDs, !onlyIDs.contains(change.documentID) { return false }
+                guard let pullFilter else { return true }
+                guard let doc = try database.document(change.documentID, includeDeleted: true) else { return false }
+                return pullFilter(doc, change.isDeleted ? .deleted : [], parameters)
+            }
+        }
+        let pusher = Pusher(database: database, connection: connection, mode: .changes, continuous: continuous,
+                            batchSize: batch, select: selector, reporter: reporter, logger: logger)
+        let logger = self.logger
+        feed.withLock { $0 = Task {
+            do { try await pusher.run(since: since) } catch {
+                logger.info("pull feed ended", metadata: ["error": "\(error)"])
+            }
+        } }
+    }
+}

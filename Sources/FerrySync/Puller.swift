@@ -1,0 +1,208 @@
+import FerryBLIP
+import FerryStore
+import Logging
+import Synchronization
+
+/// The active side of a pull (reference §3.12): asks the peer for its changes (`subChanges`),
+/// answers each `changes` batch with what it lacks, stores the `rev`s that follow in batched
+/// transactions (with the checkpoint they complete, in the same transaction), and resolves the
+/// conflicts they create with the configured resolver.
+final class Puller: Sendable {
+    final class State: Sendable {
+        struct Value {
+            var tracker = SequenceTracker()
+            var caughtUp = false
+            var waiters: [CheckedContinuation<Void, Never>] = []
+        }
+        let value = Mutex(Value())
+    }
+
+    let database: Database
+    let connection: BLIPConnection
+    let reporter: Reporter
+    let logger: Logger
+    let resolver: ReplicationConflictResolver?
+    let checkpointer: Checkpointer
+    private let state: State
+    private let inserter: Inserter
+    private let changesQueue: AsyncStream<BLIPIncomingRequest>.Continuation
+    private let consumer: Task<Void, Never>
+
+    init(database: Database, connection: BLIPConnection, remote: String, resolver: ReplicationConflictResolver?,
+         checkpointer: Checkpointer, reporter: Reporter, logger: Logger) {
+        self.database = database
+        self.connection = connection
+        self.reporter = reporter
+        self.logger = logger
+        self.resolver = resolver
+        self.checkpointer = checkpointer
+        let state = State()
+        self.state = state
+        // The default rule resolves in the insert's own transaction; a custom resolver runs
+        // after the commit (it may throw, and the conflict must then stay).
+        let inTransaction: ConflictResolver? = resolver?.resolve == nil ? .default : nil
+        inserter = Inserter(database: database, remote: remote, resolver: inTransaction, allowConflicts: true) {
+            (batch, items, _) throws(StoreError) in
+            let advanced = state.value.withLock { s -> JSONValue?? in
+                let before = s.tracker.checkpoint
+                for item in items {
+                    s.tracker.complete(documentID: item.revision.documentID, revisionID: item.revision.history.first ?? "")
+                }
+                return s.tracker.checkpoint != before ? .some(s.tracker.checkpoint) : .none
+            }
+            if case .some(.some(let cp)) = advanced { try checkpointer.recordPulled(upTo: cp, in: batch) }
+        }
+        let (stream, continuation) = AsyncStream<BLIPIncomingRequest>.makeStream()
+        changesQueue = continuation
+        // `changes` messages are handled one at a time, in arrival order, off the event loop.
+        let db = database
+        consumer = Task {
+            for await request in stream {
+                Puller.handleChanges(request, database: db, state: state, reporter: reporter, checkpointer: checkpointer, logger: logger)
+            }
+        }
+    }
+
+    /// Registers the pull profiles on the connection.
+    func register() {
+        let queue = changesQueue
+        connection.register(profile: "changes") { queue.yield($0) }
+        connection.register(profile: "rev") { [self] in handleRev($0) }
+        connection.register(profile: "norev") { [self] in handleNoRev($0) }
+    }
+
+    /// Sends `subChanges`; the peer's changes then arrive on their own.
+    func start(since: JSONValue, continuous: Bool, batchSize: Int, filter: String?, parameters: [String: String],
+               documentIDs: [String]?) async throws(ReplicationError) {
+        var props: BLIPProperties = [("since", String(decoding: CanonicalJSON.encode(since), as: UTF8.self)),
+                                     ("batch", String(batchSize))]
+        if continuous { props["continuous"] = "true" }
+        if let filter {
+            props["filter"] = filter
+            for (k, v) in parameters.sorted(by: { $0.key < $1.key }) { props[k] = v }
+        }
+        var body: [UInt8] = []
+        if let documentIDs { body = CanonicalJSON.encode(.object(["docIDs": .array(documentIDs.map { .string($0) })])) }
+        do { _ = try await connection.send(.request(profile: "subChanges", properties: props, body: body)) }
+        catch { throw ReplicationError(error) }
+    }
+
+    /// Returns once the peer said it is caught up and everything it sent is stored.
+    func waitUntilCaughtUp() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let done = state.value.withLock { s -> Bool in
+                if s.caughtUp && s.tracker.isEmpty { return true }
+                s.waiters.append(c)
+                return false
+            }
+            if done { c.resume() }
+        }
+    }
+
+    /// Stops taking messages and finishes storing what arrived.
+    func close() async {
+        changesQueue.finish()
+        await consumer.value
+        await inserter.close()
+        let waiters = state.value.withLock { s in defer { s.waiters = [] }; return s.waiters }
+        for w in waiters { w.resume() }
+    }
+
+    // MARK: changes
+
+    private static func handleChanges(_ request: BLIPIncomingRequest, database: Database, state: State,
+                                      reporter: Reporter, checkpointer: Checkpointer, logger: Logger) {
+        let entries: [ReplicationMessages.ChangeEntry]
+        do { entries = try ReplicationMessages.decodeChanges(request.message.body) } catch {
+            logger.warning("bad changes message", metadata: ["error": "\(error)"])
+            request.respondHTTPError(400, "\(error)")
+            return
+        }
+        if entries.isEmpty {
+            if !request.message.isNoReply { request.respond() }
+            let waiters = state.value.withLock { s -> [CheckedContinuation<Void, Never>] in
+                s.caughtUp = true
+                guard s.tracker.isEmpty else { return [] }
+                defer { s.waiters = [] }
+                return s.waiters
+            }
+            if state.value.withLock({ $0.tracker.isEmpty }) { reporter.caughtUp(.pull) }
+            for w in waiters { w.resume() }
+            return
+        }
+        reporter.found(entries.count, direction: .pull)
+        let answers: [ReplicationMessages.ChangeAnswer]
+        do { answers = try RevFinder.answer(entries, database: database) } catch {
+            request.respondHTTPError(500, "\(error)")
+            return
+        }
+        var skipped = 0
+        state.value.withLock { s in
+            s.caughtUp = false
+            for (e, a) in zip(entries, answers) {
+                let wanted: Bool
+                if case .send = a { wanted = true } else { wanted = false }
+                if !wanted { skipped += 1 }
+                s.tracker.add(documentID: e.documentID, revisionID: e.revisionID, sequence: e.sequence, done: !wanted)
+            }
+        }
+        reporter.caughtUp(.pull, false)
+        reporter.completed(skipped)
+        request.respond(properties: [("maxHistory", "50")], body: ReplicationMessages.encodeChangeAnswers(answers))
+    }
+
+    // MARK: rev / norev
+
+    private func handleRev(_ request: BLIPIncomingRequest) {
+        let revision: ReplicatedRevision
+        do { revision = try RevMessage.read(request.message) } catch {
+            request.respondHTTPError(400, "\(error)")
+            return
+        }
+        let rev = revision.history.first ?? ""
+        inserter.enqueue(revision) { [self] result in
+            switch result {
+            case .success(let outcome):
+                if !request.message.isNoReply { request.respond() }
+                reporter.event(DocumentEvent(direction: .pull, documentID: revision.documentID, revisionID: rev,
+                                             isDeleted: revision.isDeleted, kind: .pulled))
+                if let local = outcome.conflictedWith {
+                    if outcome.resolved {
+                        reporter.event(DocumentEvent(direction: .pull, documentID: revision.documentID, revisionID: outcome.current?.description,
+                                                     isDeleted: false, kind: .conflictResolved))
+                    } else if let custom = resolver?.resolve, let remote = try? RevisionID(rev) {
+                        ConflictResolving.resolve(database: database, documentID: revision.documentID, local: local, remote: remote,
+                                                  using: custom, reporter: reporter)
+                    }
+                }
+            case .failure(let error):
+                request.respondHTTPError(error.wireStatus, error.wireMessage)
+                reporter.event(DocumentEvent(direction: .pull, documentID: revision.documentID, revisionID: rev,
+                                             isDeleted: revision.isDeleted, kind: .failed(.store(error))))
+            }
+            reporter.completed(1)
+            finishIfCaughtUp()
+        }
+    }
+
+    private func handleNoRev(_ request: BLIPIncomingRequest) {
+        let p = request.message.properties
+        guard let id = p["id"], let rev = p["rev"] else { return }
+        let code = p["error"].flatMap { Int($0) } ?? 404
+        reporter.event(DocumentEvent(direction: .pull, documentID: id, revisionID: rev, isDeleted: false,
+                                     kind: .failed(.remote(domain: "HTTP", code: code, message: p["reason"] ?? "norev"))))
+        reporter.completed(1)
+        state.value.withLock { _ = $0.tracker.complete(documentID: id, revisionID: rev) }
+        finishIfCaughtUp()
+    }
+
+    private func finishIfCaughtUp() {
+        let (waiters, idle) = state.value.withLock { s -> ([CheckedContinuation<Void, Never>], Bool) in
+            guard s.caughtUp && s.tracker.isEmpty else { return ([], false) }
+            defer { s.waiters = [] }
+            return (s.waiters, true)
+        }
+        if idle { reporter.caughtUp(.pull) }
+        for w in waiters { w.resume() }
+    }
+}

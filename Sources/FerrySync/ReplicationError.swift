@@ -1,0 +1,59 @@
+import FerryBLIP
+import FerryStore
+import FerryWebSocket
+
+/// Why a replication, or one document in it, failed. `isTransient` says whether the replicator
+/// retries (Couchbase Lite's transient set, reference §1.8).
+public enum ReplicationError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The target is not a `ws://host:port/db` URL.
+    case invalidURL(String)
+    /// The peer refused the upgrade with an HTTP status (401 = credentials missing or wrong).
+    case httpStatus(Int, String)
+    /// The connection could not be made or broke (refused, reset, 1006, missed heartbeat).
+    case connection(String)
+    /// The peer sent something that is not the replication protocol (a typed reason).
+    case protocolError(String)
+    /// The peer answered a request with an error (`Error-Domain`, `Error-Code`, message).
+    case remote(domain: String, code: Int, message: String)
+    /// The local database refused or failed.
+    case store(StoreError)
+    /// The replicator was stopped.
+    case stopped
+
+    /// Whether retrying may help: connection failures and HTTP 408/429/502/503/504.
+    public var isTransient: Bool {
+        switch self {
+        case .connection: return true
+        case .httpStatus(let s, _): return [408, 429, 502, 503, 504].contains(s)
+        case .remote(_, let code, _): return [408, 429, 502, 503, 504].contains(code)
+        default: return false
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .invalidURL(let s): return "invalid replication URL \(s)"
+        case .httpStatus(let s, let m): return "HTTP \(s)\(m.isEmpty ? "" : ": \(m)")"
+        case .connection(let s): return "connection failed: \(s)"
+        case .protocolError(let s): return "replication protocol error: \(s)"
+        case let .remote(d, c, m): return "peer error \(d)/\(c): \(m)"
+        case .store(let e): return "database: \(e)"
+        case .stopped: return "stopped"
+        }
+    }
+
+    /// Maps a BLIP failure: error responses keep their domain and code; a refused upgrade keeps
+    /// its HTTP status; everything else on the wire is a (transient) connection failure.
+    init(_ error: BLIPError) {
+        switch error {
+        case let .errorResponse(domain, code, message): self = .remote(domain: domain, code: code, message: message)
+        case .protocolError(let s): self = .protocolError(s)
+        case .invalidRequest(let s): self = .protocolError(s)
+        case .disconnected(let s): self = .connection(s)
+        case .webSocket(let ws):
+            if case let .upgradeRejected(status, reason, _) = ws { self = .httpStatus(status, reason) }
+            else if case .invalidURL(let s) = ws { self = .invalidURL(s) }
+            else { self = .connection("\(ws)") }
+        }
+    }
+}

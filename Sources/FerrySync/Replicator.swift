@@ -1,0 +1,320 @@
+import FerryBLIP
+import FerryStore
+import FerryWebSocket
+import Foundation
+import Logging
+import Synchronization
+
+/// Replicates a local database with a peer (Couchbase Lite's `Replicator`): push, pull or
+/// both, one-shot or continuous, with checkpoints, conflict resolution, retries and status.
+///
+/// ```swift
+/// var config = ReplicatorConfiguration(database: db, target: "ws://192.168.1.20:4984/tasks")
+/// config.continuous = true
+/// let replicator = Replicator(configuration: config)
+/// replicator.start()
+/// for await status in replicator.statusChanges() { print(status.activity, status.progress) }
+/// ```
+///
+/// Thread-safe; every method may be called from anywhere.
+public final class Replicator: Sendable {
+    /// The configuration it was made with.
+    public let configuration: ReplicatorConfiguration
+    private let logger: Logger
+    private let statusBroadcaster = Broadcaster<ReplicatorStatus>()
+    private let eventBroadcaster = Broadcaster<DocumentEvent>()
+    private let state = Mutex<(status: ReplicatorStatus, task: Task<Void, Never>?, connected: Bool,
+                               stopWaiters: [CheckedContinuation<ReplicationError?, Never>])>(
+        (ReplicatorStatus(activity: .stopped, progress: ReplicationProgress(), lastError: nil), nil, false, []))
+    private let checkpointer: Checkpointer
+    private let reporter: Reporter
+
+    /// A replicator for `configuration`; call `start()` to run it.
+    public init(configuration: ReplicatorConfiguration, logger: Logger = Logger(label: "ferry.sync.replicator")) {
+        self.configuration = configuration
+        self.logger = logger
+        checkpointer = Checkpointer(configuration: configuration)
+        let statusBox = StatusSink()
+        reporter = Reporter(onEvent: { statusBox.event($0) }, onChange: { p, idle in statusBox.progress(p, idle) })
+        statusBox.owner.withLock { $0 = self }
+    }
+
+    /// Routes the reporter's callbacks to the replicator, which does not exist yet when the
+    /// reporter is made.
+    private final class StatusSink: Sendable {
+        let owner = Mutex<Replicator?>(nil)
+        func event(_ e: DocumentEvent) { owner.withLock { $0 }?.eventBroadcaster.send(e) }
+        func progress(_ p: ReplicationProgress, _ idle: Bool) { owner.withLock { $0 }?.progressChanged(p, idle: idle) }
+    }
+
+    // MARK: Observing
+
+    /// The current status.
+    public var status: ReplicatorStatus { state.withLock { $0.status } }
+
+    /// A stream of status changes from now on (each call makes a new subscriber).
+    public func statusChanges() -> AsyncStream<ReplicatorStatus> { statusBroadcaster.stream() }
+
+    /// A stream of document events from now on (each call makes a new subscriber).
+    public func documentEvents() -> AsyncStream<DocumentEvent> { eventBroadcaster.stream() }
+
+    /// Calls `listener` on every status change; returns a token for `removeStatusListener`.
+    @discardableResult
+    public func addStatusListener(_ listener: @escaping @Sendable (ReplicatorStatus) -> Void) -> Int {
+        statusBroadcaster.addCallback(listener)
+    }
+
+    /// Stops calling a listener.
+    public func removeStatusListener(_ token: Int) { statusBroadcaster.removeCallback(token) }
+
+    /// Documents with local changes not yet pushed (push replications; empty for pull-only).
+    public func pendingDocumentIDs() throws(ReplicationError) -> Set<String> {
+        guard configuration.type != .pull else { return [] }
+        let db = configuration.database
+        var since = checkpointer.value.local
+        if since == 0, let doc = try? db.localDocument(checkpointer.localDocumentID) {
+            since = Checkpointer.Value(doc.properties).local
+        }
+        var out = Set<String>()
+        while true {
+            let page: [Change]
+            do { page = try db.changes(since: since, limit: 1000) } catch { throw .store(error) }
+            guard let last = page.last else { return out }
+            for c in page where try isSelectedForPush(c) { out.insert(c.documentID) }
+            since = last.sequence
+        }
+    }
+
+    /// Whether a document has local changes not yet pushed.
+    public func isDocumentPending(_ documentID: String) throws(ReplicationError) -> Bool {
+        try pendingDocumentIDs().contains(documentID)
+    }
+
+    // MARK: Running
+
+    /// Starts replicating in the background (no-op if running). Watch `statusChanges()`.
+    public func start() {
+        state.withLock { s in
+            guard s.task == nil else { return }
+            s.status = ReplicatorStatus(activity: .connecting, progress: ReplicationProgress(), lastError: nil)
+            s.task = Task { await self.main() }
+        }
+        statusBroadcaster.send(status)
+    }
+
+    /// Stops: closes the connection, resolves conflicts still pending (seed on conflicts), and
+    /// returns when stopped. Checkpoints already saved stay; the next `start()` resumes there.
+    public func stop() async {
+        let task = state.withLock { $0.task }
+        task?.cancel()
+        await task?.value
+    }
+
+    /// Waits until the replicator stops (a one-shot replication finishes, it gives up, or
+    /// `stop()`); returns the error that stopped it, if any.
+    @discardableResult
+    public func waitUntilStopped() async -> ReplicationError? {
+        await withCheckedContinuation { c in
+            let done = state.withLock { s -> ReplicationError?? in
+                if s.task == nil { return .some(s.status.lastError) }
+                s.stopWaiters.append(c)
+                return .none
+            }
+            if case .some(let e) = done { c.resume(returning: e) }
+        }
+    }
+
+    /// Runs to completion: starts, waits, throws the error that stopped it.
+    public func run() async throws(ReplicationError) {
+        start()
+        if let e = await waitUntilStopped() { throw e }
+    }
+
+    private func setActivity(_ a: ActivityLevel, error: ReplicationError?? = .none) {
+        let s = state.withLock { s -> ReplicatorStatus in
+            s.status.activity = a
+            if case .some(let e) = error { s.status.lastError = e }
+            return s.status
+        }
+        statusBroadcaster.send(s)
+    }
+
+    private func progressChanged(_ p: ReplicationProgress, idle: Bool) {
+        let s = state.withLock { s -> ReplicatorStatus? in
+            s.status.progress = p
+            guard s.connected else { return nil }
+            s.status.activity = idle ? .idle : .busy
+            return s.status
+        }
+        if let s { statusBroadcaster.send(s) }
+    }
+
+    private var maxAttempts: Int {
+        configuration.maxAttempts > 0 ? configuration.maxAttempts : (configuration.continuous ? .max : 10)
+    }
+
+    private func main() async {
+        let resolveConflicts = configuration.type != .push
+        if resolveConflicts {
+            ConflictResolving.resolveAll(database: configuration.database, resolver: configuration.conflictResolver, reporter: reporter)
+        }
+        var failures = 0
+        var finalError: ReplicationError?
+        var first = true
+        while !Task.isCancelled {
+            setActivity(.connecting)
+            do throws(ReplicationError) {
+                let conn = try await connect()
+                failures = 0
+                try await session(conn, reset: first && configuration.resetCheckpoint)
+                first = false
+                if !configuration.continuous { break }
+                // A continuous session only ends when the connection does.
+                throw .connection("connection closed by the peer")
+            } catch {
+                first = false
+                if Task.isCancelled { break }
+                failures += 1
+                guard error.isTransient, failures < maxAttempts else { finalError = error; break }
+                let delay = min(pow(2.0, Double(failures - 1)), configuration.maxAttemptWaitTime)
+                logger.info("replication interrupted; retrying", metadata: ["error": "\(error)", "in": "\(delay)s"])
+                setActivity(.offline, error: .some(error))
+                // Jitter so a mesh of peers does not reconnect in lockstep.
+                try? await Task.sleep(for: .seconds(delay * Double.random(in: 0.75...1.0)))
+            }
+        }
+        if resolveConflicts {
+            ConflictResolving.resolveAll(database: configuration.database, resolver: configuration.conflictResolver, reporter: reporter)
+        }
+        let waiters = state.withLock { s -> [CheckedContinuation<ReplicationError?, Never>] in
+            s.connected = false
+            s.status.activity = .stopped
+            s.status.lastError = finalError
+            s.task = nil
+            defer { s.stopWaiters = [] }
+            return s.stopWaiters
+        }
+        statusBroadcaster.send(status)
+        for w in waiters { w.resume(returning: finalError) }
+    }
+
+    private func connect() async throws(ReplicationError) -> BLIPConnection {
+        var target = configuration.target
+        while target.hasSuffix("/") { target.removeLast() }
+        var ws = configuration.webSocket ?? BLIPConnection.webSocketConfiguration(app: SyncListener.app)
+        if configuration.heartbeat > 0 {
+            ws.pingInterval = configuration.heartbeat
+            ws.pingTimeout = configuration.heartbeat
+        }
+        if case .basic(let user, let password)? = configuration.authenticator {
+            ws.extraHeaders.add(name: "Authorization", value: "Basic " + Data("\(user):\(password)".utf8).base64EncodedString())
+        }
+        for (k, v) in configuration.headers.sorted(by: { $0.key < $1.key }) { ws.extraHeaders.add(name: k, value: v) }
+        do {
+            return try await BLIPConnection.connect(to: target + "/_blipsync", app: SyncListener.app, webSocket: ws, logger: logger)
+        } catch {
+            throw ReplicationError(error)
+        }
+    }
+
+    private func isSelectedForPush(_ change: Change) throws(ReplicationError) -> Bool {
+        if let ids = configuration.documentIDs, !ids.contains(change.documentID) { return false }
+        guard let filter = configuration.pushFilter else { return true }
+        do {
+            guard let doc = try configuration.database.document(change.documentID, includeDeleted: true) else { return false }
+            return filter(doc, change.isDeleted ? .deleted : [], configuration.pushFilterParameters)
+        } catch { throw .store(error) }
+    }
+
+    /// One connected session: checkpoints, then push and pull side by side. Returns when a
+    /// one-shot replication is done; throws when the connection fails.
+    private func session(_ conn: BLIPConnection, reset: Bool) async throws(ReplicationError) {
+        state.withLock { $0.connected = true }
+        defer { state.withLock { $0.connected = false } }
+        let c = configuration
+        let db = c.database
+        let remoteName = c.target
+        let start: Checkpointer.Value
+        do { start = try await checkpointer.start(connection: conn, reset: reset) } catch {
+            await conn.close()
+            throw error
+        }
+        setActivity(.busy)
+        // The peer keeps a copy from the start, so a later restart knows it still has our state.
+        await checkpointer.saveToPeer(connection: conn)
+
+        let puller: Puller? = c.type == .push ? nil
+            : Puller(database: db, connection: conn, remote: remoteName, resolver: c.conflictResolver,
+                     checkpointer: checkpointer, reporter: reporter, logger: logger)
+        puller?.register()
+        let checkpointer = self.checkpointer
+        let ids = c.documentIDs.map(Set.init)
+        let pushFilter = c.pushFilter
+        let params = c.pushFilterParameters
+        var select: Pusher.Selector?
+        if ids != nil || pushFilter != nil {
+            select = { change in
+                if let ids, !ids.contains(change.documentID) { return false }
+                guard let pushFilter else { return true }
+                guard let doc = try db.document(change.documentID, includeDeleted: true) else { return false }
+                return pushFilter(doc, change.isDeleted ? .deleted : [], params)
+            }
+        }
+        let pusher: Pusher? = c.type == .pull ? nil
+            : Pusher(database: db, connection: conn, mode: .propose(remote: remoteName, alsoPulling: c.type == .pushAndPull),
+                     continuous: c.continuous, batchSize: c.batchSize, select: select, reporter: reporter, logger: logger) {
+                sequence in
+                do throws(StoreError) { try checkpointer.recordPushed(upTo: sequence) } catch { throw ReplicationError.store(error) }
+                Task { await checkpointer.saveToPeer(connection: conn) }
+            }
+
+        let result: Result<Void, ReplicationError> = await withTaskGroup(of: Result<Void, ReplicationError>?.self) { group in
+            if let pusher {
+                group.addTask {
+                    do throws(ReplicationError) {
+                        try await pusher.run(since: start.local)
+                        if c.continuous { return nil }
+                        if let puller {
+                            // Conflicts the pull resolved made local revisions: push those too.
+                            await puller.waitUntilCaughtUp()
+                            try await pusher.run(since: checkpointer.value.local)
+                        }
+                        return .success(())
+                    } catch { return .failure(error) }
+                }
+            }
+            if let puller {
+                group.addTask {
+                    do throws(ReplicationError) {
+                        try await puller.start(since: start.remote, continuous: c.continuous, batchSize: c.batchSize,
+                                               filter: c.pullFilter, parameters: c.pullFilterParameters, documentIDs: c.documentIDs)
+                    } catch { return .failure(error) }
+                    if c.continuous { return nil }
+                    await puller.waitUntilCaughtUp()
+                    return .success(())
+                }
+            }
+            // The connection closing ends the session, whatever the workers are doing.
+            group.addTask {
+                let error = await withTaskCancellationHandler { await conn.closed() } onCancel: { Task { await conn.close() } }
+                return .failure(error.map(ReplicationError.init) ?? .connection("connection closed"))
+            }
+            var remaining = (pusher == nil ? 0 : 1) + (puller == nil ? 0 : 1)
+            var outcome: Result<Void, ReplicationError> = .success(())
+            if remaining == 0 { group.cancelAll(); return outcome }
+            for await r in group {
+                guard let r else { continue }
+                if case .failure = r { outcome = r; break }
+                remaining -= 1
+                if remaining == 0 { break }
+            }
+            group.cancelAll()
+            return outcome
+        }
+        if case .success = result { await checkpointer.saveToPeer(connection: conn) }
+        await puller?.close()
+        await conn.close()
+        if Task.isCancelled { throw .stopped }
+        try result.get()
+    }
+}

@@ -1,0 +1,88 @@
+import FerryStore
+import FerryWebSocket
+
+/// Everything a `Replicator` needs, as a value (Couchbase Lite's `ReplicatorConfiguration`,
+/// field-notes §2–3). Only `database` and `target` are required.
+public struct ReplicatorConfiguration: Sendable {
+    /// Which directions to replicate.
+    public enum ReplicatorType: String, Sendable, CaseIterable {
+        /// Local changes go to the peer.
+        case push
+        /// The peer's changes come here.
+        case pull
+        /// Both.
+        case pushAndPull
+    }
+
+    /// HTTP authentication sent with the upgrade request.
+    public enum Authenticator: Sendable, Equatable {
+        /// `Authorization: Basic …`, sent pre-emptively.
+        case basic(user: String, password: String)
+    }
+
+    /// The local database.
+    public var database: Database
+    /// The peer's database URL, `ws://host:port/<db>` (`/_blipsync` is appended).
+    public var target: String
+    /// Push, pull or both (default both).
+    public var type: ReplicatorType = .pushAndPull
+    /// Keep running after catching up, propagating new changes both ways as they happen.
+    public var continuous = false
+    /// Replicate only these documents (both directions); nil = all.
+    public var documentIDs: [String]?
+    /// Push only documents this returns true for; given the document (a tombstone's kept
+    /// fields included), its flags and `pushFilterParameters`.
+    public var pushFilter: PushFilter?
+    /// Parameters handed to `pushFilter`.
+    public var pushFilterParameters: [String: JSONValue] = [:]
+    /// The name of a pull filter registered on the serving peer (`SyncListener.registerPullFilter`).
+    public var pullFilter: String?
+    /// Parameters for the pull filter (sent as `subChanges` properties).
+    public var pullFilterParameters: [String: String] = [:]
+    /// How pulled conflicts are resolved; nil = the store's default rule (a deletion wins; then
+    /// the longer branch; then the higher revision ID).
+    public var conflictResolver: ReplicationConflictResolver?
+    /// Credentials for the peer.
+    public var authenticator: Authenticator?
+    /// Extra HTTP headers for the upgrade request.
+    public var headers: [String: String] = [:]
+    /// WebSocket settings (TLS options, limits); the BLIP defaults when nil.
+    public var webSocket: WebSocketConfiguration?
+    /// Seconds between WebSocket pings; a peer that misses the pong for `heartbeat` more
+    /// seconds is considered dead and the connection is retried.
+    public var heartbeat: Double = 300
+    /// Connection attempts before giving up (0 = default: 10 for one-shot, unlimited for
+    /// continuous).
+    public var maxAttempts = 0
+    /// The longest wait between attempts, in seconds (backoff doubles from 1 s up to this).
+    public var maxAttemptWaitTime: Double = 300
+    /// Documents per `changes`/`proposeChanges` message (and per checkpoint step).
+    public var batchSize = 200
+    /// Revisions (and attachment downloads) in flight at once.
+    public var maxConcurrentRevisions = 200
+    /// Start from scratch instead of the saved checkpoint (the next run saves a new one).
+    public var resetCheckpoint = false
+
+    /// A configuration for replicating `database` with the peer at `target`.
+    public init(database: Database, target: String) {
+        self.database = database
+        self.target = target
+    }
+}
+
+/// Flags of a document handed to filters and events.
+public struct DocumentFlags: OptionSet, Sendable, Hashable {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+    /// The revision is a tombstone.
+    public static let deleted = DocumentFlags(rawValue: 1)
+    /// The peer revoked access (Sync Gateway removal); the document is not replicated.
+    public static let accessRemoved = DocumentFlags(rawValue: 2)
+}
+
+/// A push filter: the document (tombstone fields included), its flags and the parameters.
+public typealias PushFilter = @Sendable (Document, DocumentFlags, [String: JSONValue]) -> Bool
+
+/// A pull filter registered on a serving peer: the document, its flags and the parameters the
+/// client sent.
+public typealias PullFilter = @Sendable (Document, DocumentFlags, [String: String]) -> Bool

@@ -1,0 +1,63 @@
+import Synchronization
+
+/// Where the workers of one replication report: document events, progress, and whether each
+/// direction is caught up. The `Replicator` turns these into its status and event streams;
+/// a passive peer's reporter only counts.
+final class Reporter: Sendable {
+    private struct State {
+        var progress = ReplicationProgress()
+        var caughtUp: [ReplicationDirection: Bool] = [:]
+        var counts: [String: Int] = [:]
+    }
+    private let state = Mutex(State())
+    let onEvent: @Sendable (DocumentEvent) -> Void
+    let onChange: @Sendable (ReplicationProgress, Bool) -> Void
+
+    init(onEvent: @escaping @Sendable (DocumentEvent) -> Void = { _ in },
+         onChange: @escaping @Sendable (ReplicationProgress, Bool) -> Void = { _, _ in }) {
+        self.onEvent = onEvent
+        self.onChange = onChange
+    }
+
+    var progress: ReplicationProgress { state.withLock { $0.progress } }
+
+    /// How many events of each kind (`pushed`, `pulled`, `conflictResolved`, `failed`).
+    var counts: [String: Int] { state.withLock { $0.counts } }
+
+    func event(_ e: DocumentEvent) {
+        let key: String
+        switch e.kind {
+        case .pushed: key = "pushed"
+        case .pulled: key = "pulled"
+        case .conflictResolved: key = "conflictResolved"
+        case .failed: key = "failed"
+        }
+        state.withLock { $0.counts[key, default: 0] += 1 }
+        onEvent(e)
+    }
+
+    func found(_ n: Int, direction: ReplicationDirection) {
+        guard n > 0 else { return }
+        update { $0.progress.total += n; $0.caughtUp[direction] = false }
+    }
+
+    func completed(_ n: Int) {
+        guard n > 0 else { return }
+        update { $0.progress.completed += n }
+    }
+
+    func caughtUp(_ direction: ReplicationDirection, _ value: Bool = true) {
+        update { $0.caughtUp[direction] = value }
+    }
+
+    /// Whether every direction that reported is caught up.
+    var isIdle: Bool { state.withLock { s in s.caughtUp.values.allSatisfy { $0 } && s.progress.completed >= s.progress.total } }
+
+    private func update(_ body: (inout State) -> Void) {
+        let (p, idle) = state.withLock { s -> (ReplicationProgress, Bool) in
+            body(&s)
+            return (s.progress, s.caughtUp.values.allSatisfy { $0 } && s.progress.completed >= s.progress.total)
+        }
+        onChange(p, idle)
+    }
+}

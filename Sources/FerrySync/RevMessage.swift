@@ -1,0 +1,50 @@
+import FerryBLIP
+import FerryStore
+
+/// Builds and reads `rev` messages (reference §3.7): properties `id`, `rev`, `history` (the
+/// ancestors, newest first, comma-separated, cut at the first revision the receiver has and
+/// at `maxHistory`), `deleted`, `sequence`, `noconflicts`; the body is the revision's JSON
+/// without meta properties.
+enum RevMessage {
+    /// Bodies at least this big are sent compressed (small ones cost more CPU than they save).
+    static let compressThreshold = 4096
+
+    /// The `rev` request for `revisionID` of a document, or nil if that revision's body is no
+    /// longer kept (the caller sends `norev`).
+    static func make(database: Database, documentID: String, revisionID: String, knownRevisions: [String],
+                     maxHistory: Int, sequence: JSONValue, noConflicts: Bool) throws(StoreError) -> BLIPMessage? {
+        guard let rev = try? RevisionID(revisionID), let tree = try database.revisionTree(of: documentID),
+              let node = tree.nodes[rev], let body = node.body else { return nil }
+        let known = Set(knownRevisions)
+        var history: [String] = []
+        for ancestor in tree.history(of: rev, limit: maxHistory + 1).dropFirst() {
+            let text = ancestor.description
+            history.append(text)
+            if known.contains(text) { break }
+        }
+        var props: BLIPProperties = [("id", documentID), ("rev", revisionID)]
+        if !history.isEmpty { props["history"] = history.joined(separator: ",") }
+        if node.isDeleted { props["deleted"] = "1" }
+        props["sequence"] = String(decoding: CanonicalJSON.encode(sequence), as: UTF8.self)
+        if noConflicts { props["noconflicts"] = "1" }
+        return .request(profile: "rev", properties: props, body: body, compressed: body.count >= compressThreshold)
+    }
+
+    /// A `norev` for a revision that cannot be sent (NoReply).
+    static func makeNoRev(documentID: String, revisionID: String, sequence: JSONValue, status: Int, reason: String) -> BLIPMessage {
+        .request(profile: "norev", properties: [("id", documentID), ("rev", revisionID),
+                                                ("sequence", String(decoding: CanonicalJSON.encode(sequence), as: UTF8.self)),
+                                                ("error", String(status)), ("reason", reason)], noReply: true)
+    }
+
+    /// Reads a received `rev` into a revision to insert; bad properties are a typed error.
+    static func read(_ m: BLIPMessage) throws(ReplicationError) -> ReplicatedRevision {
+        guard let id = m.properties["id"], !id.isEmpty, id.utf8.count <= ReplicationMessages.maxDocumentIDLength,
+              let rev = m.properties["rev"], !rev.isEmpty else {
+            throw .protocolError("rev: missing docID or rev")
+        }
+        let deleted = m.properties["deleted"].map { $0 == "1" || $0 == "true" } ?? false
+        return ReplicatedRevision(documentID: id, history: [rev] + ReplicationMessages.decodeHistory(m.properties["history"]),
+                                  body: m.body.isEmpty ? Array("{}".utf8) : m.body, isDeleted: deleted)
+    }
+}

@@ -1,0 +1,111 @@
+import FerryBLIP
+import FerryNet
+import FerryStore
+import FerryWebSocket
+import Foundation
+import Logging
+import Synchronization
+
+/// The passive side of replication: serves databases at `ws://host:port/<name>/_blipsync`
+/// (subprotocol `BLIP_3+CBMobile_3`) for any number of clients pushing and pulling at once —
+/// Couchbase Lite's peer-to-peer listener.
+///
+/// With credentials set, every upgrade must carry matching HTTP Basic authentication; anything
+/// else is answered 401 with `WWW-Authenticate` before any upgrade, so nothing is read or
+/// written for an unauthenticated client.
+public final class SyncListener: Sendable {
+    /// The replication app protocol Ferry speaks.
+    public static let app = "CBMobile_3"
+
+    /// Listener settings.
+    public struct Configuration: Sendable {
+        /// Address to bind.
+        public var host = "127.0.0.1"
+        /// Port (0 = any free port; see `port`).
+        public var port = 4984
+        /// Required HTTP Basic credentials; nil = open.
+        public var credentials: (user: String, password: String)?
+        /// WebSocket settings (connection limit, handshake timeout, ...).
+        public var webSocket: WebSocketConfiguration?
+        /// A configuration with the defaults (127.0.0.1:4984, no authentication).
+        public init() {}
+    }
+
+    /// Filters and open connections, shared with the upgrade hook (which runs before `self` exists).
+    final class Shared: Sendable {
+        let filters = Mutex<[String: PullFilter]>([:])
+        let peers = Mutex<[ObjectIdentifier: BLIPConnection]>([:])
+    }
+
+    private let listener: WebSocketListener
+    private let shared: Shared
+    /// The host bound.
+    public let host: String
+    /// The port bound.
+    public var port: Int { listener.port }
+
+    private init(listener: WebSocketListener, host: String, shared: Shared) {
+        self.listener = listener
+        self.host = host
+        self.shared = shared
+    }
+
+    /// The URL a replicator uses for the database served as `name`.
+    public func url(for name: String) -> String { "ws://\(host):\(port)/\(name)" }
+
+    /// Starts serving `databases` (name → database; names must not start with `_`).
+    public static func start(serving databases: [String: Database], configuration: Configuration = Configuration(),
+                             group: EventLoopGroup = .shared,
+                             logger: Logger = Logger(label: "ferry.sync.listener")) async throws(ReplicationError) -> SyncListener {
+        for name in databases.keys where name.isEmpty || name.hasPrefix("_") || name.contains("/") {
+            throw .invalidURL("database name \(name.debugDescription)")
+        }
+        let shared = Shared()
+        let expected = configuration.credentials.map { "Basic " + Data("\($0.user):\($0.password)".utf8).base64EncodedString() }
+        var ws = configuration.webSocket ?? BLIPConnection.webSocketConfiguration(app: app)
+        ws.subprotocols = [BLIPConnection.subprotocol(app: app)]
+        let listener: WebSocketListener
+        do {
+            listener = try await WebSocketListener.bind(host: configuration.host, port: configuration.port, group: group,
+                                                        configuration: ws, logger: logger) { request, loop in
+                let parts = request.path.split(separator: "/", omittingEmptySubsequences: true)
+                guard parts.count == 2, parts[1] == "_blipsync", let db = databases[String(parts[0])] else {
+                    return .refuse(status: 404, message: "no database at \(request.path)")
+                }
+                if let expected, request.headers["Authorization"] != expected {
+                    logger.info("refused unauthenticated client", metadata: ["peer": "\(request.remoteAddress.map { "\($0)" } ?? "?")"])
+                    return .refuse(status: 401, message: "login required",
+                                   headers: HTTPHeaders([("WWW-Authenticate", #"Basic realm="Ferry""#)]))
+                }
+                return BLIPConnection.accept(request, on: loop, app: app, logger: logger) { conn in
+                    let key = ObjectIdentifier(conn)
+                    shared.peers.withLock { $0[key] = conn }
+                    let peer = PassivePeer(database: db, connection: conn,
+                                           pullFilters: { name in shared.filters.withLock { $0[name] } }, logger: logger)
+                    Task {
+                        await peer.serve()
+                        shared.peers.withLock { _ = $0.removeValue(forKey: key) }
+                    }
+                }
+            }
+        } catch {
+            throw .connection("cannot listen on \(configuration.host):\(configuration.port): \(error)")
+        }
+        return SyncListener(listener: listener, host: configuration.host, shared: shared)
+    }
+
+    /// Registers a named pull filter that clients select with `pullFilter` (and parameters).
+    public func registerPullFilter(_ name: String, _ filter: @escaping PullFilter) {
+        shared.filters.withLock { $0[name] = filter }
+    }
+
+    /// Clients connected now.
+    public var connectionCount: Int { shared.peers.withLock { $0.count } }
+
+    /// Stops accepting and closes every client connection.
+    public func stop() async {
+        await listener.close()
+        let all = shared.peers.withLock { Array($0.values) }
+        for c in all { await c.close() }
+    }
+}
