@@ -288,8 +288,14 @@ final class WriteTransaction {
                 created = tree.addChild(of: remote, deleted: true, canonicalBody: Self.emptyObject)
             }
         }
-        if !l.isDeleted {
-            tree.addChild(of: local, deleted: true, canonicalBody: Self.emptyObject)
+        // The losing branch goes, as in LiteCore (reference §4.6): purged back to the fork, so
+        // the only leaves left are the remote branch's and the document's current revision is
+        // the one its peer has; but if some remote has the losing leaf as its latest (it could
+        // send it again), it is closed with a tombstone instead.
+        if tree.remoteRevisions.values.contains(local) {
+            if !l.isDeleted { tree.addChild(of: local, deleted: true, canonicalBody: Self.emptyObject) }
+        } else {
+            tree.purgeBranch(leaf: local, keeping: remote)
         }
         return created
     }

@@ -1,25 +1,23 @@
 import Synchronization
 
 /// Fans values out to any number of `AsyncStream` subscribers and callbacks. Subscribers that
-/// join late see only later values; a finished broadcaster finishes every stream.
+/// join late see only later values; `endStreams()` ends the streams subscribed so far (a
+/// stopped replicator's), later subscribers get a fresh stream.
 final class Broadcaster<Value: Sendable>: Sendable {
     private struct State {
         var streams: [Int: AsyncStream<Value>.Continuation] = [:]
         var callbacks: [Int: @Sendable (Value) -> Void] = [:]
         var nextID = 0
-        var finished = false
     }
     private let state = Mutex(State())
 
     func stream() -> AsyncStream<Value> {
         let (stream, continuation) = AsyncStream<Value>.makeStream(bufferingPolicy: .unbounded)
-        let id: Int? = state.withLock { s in
-            guard !s.finished else { return nil }
+        let id = state.withLock { s in
             s.nextID += 1
             s.streams[s.nextID] = continuation
             return s.nextID
         }
-        guard let id else { continuation.finish(); return stream }
         continuation.onTermination = { [weak self] _ in self?.state.withLock { _ = $0.streams.removeValue(forKey: id) } }
         return stream
     }
@@ -41,9 +39,8 @@ final class Broadcaster<Value: Sendable>: Sendable {
         for c in callbacks { c(value) }
     }
 
-    func finish() {
+    func endStreams() {
         let streams = state.withLock { s in
-            s.finished = true
             defer { s.streams = [:] }
             return s.streams.values
         }

@@ -52,10 +52,12 @@ public final class Replicator: Sendable {
     /// The current status.
     public var status: ReplicatorStatus { state.withLock { $0.status } }
 
-    /// A stream of status changes from now on (each call makes a new subscriber).
+    /// A stream of status changes from now on (each call makes a new subscriber); it ends after
+    /// the replicator stops (the `.stopped` status is its last element).
     public func statusChanges() -> AsyncStream<ReplicatorStatus> { statusBroadcaster.stream() }
 
-    /// A stream of document events from now on (each call makes a new subscriber).
+    /// A stream of document events from now on (each call makes a new subscriber); it ends when
+    /// the replicator stops.
     public func documentEvents() -> AsyncStream<DocumentEvent> { eventBroadcaster.stream() }
 
     /// Calls `listener` on every status change; returns a token for `removeStatusListener`.
@@ -195,6 +197,8 @@ public final class Replicator: Sendable {
             return s.stopWaiters
         }
         statusBroadcaster.send(status)
+        statusBroadcaster.endStreams()
+        eventBroadcaster.endStreams()
         for w in waiters { w.resume(returning: finalError) }
     }
 

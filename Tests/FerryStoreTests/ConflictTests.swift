@@ -29,8 +29,9 @@ import Testing
         try edit(b, ["v": "updated"], times: 3)     // even a longer branch loses to a deletion
         let toB = try pushCurrent("doc", from: a, to: b)
         #expect(toB.conflictedWith != nil && toB.resolved)
+        // B kept A's tombstone as it is and purged its own losing branch: nothing new for A.
         let toA = try pushCurrent("doc", from: b, to: a)
-        #expect(toA.status == .inserted)
+        #expect(toA.status == .noop)
         #expect(try a.document("doc") == nil)
         #expect(try b.document("doc") == nil)
         #expect(try a.document("doc", includeDeleted: true)?.isDeleted == true)
@@ -85,15 +86,15 @@ import Testing
         return (b, local, remote, dirs)
     }
 
-    @Test func customResolverRemoteKeepsTheRemoteLeafAndClosesTheLocalBranch() throws {
+    @Test func customResolverRemoteKeepsTheRemoteLeafAndPurgesTheLocalBranch() throws {
         let (b, local, remote, dirs) = try conflictOnB()
         _ = dirs
         let created = try b.resolveConflict(documentID: "doc", local: local, remote: remote, using: .custom { _ in .remote })
         #expect(created == nil)
         let tree = try #require(try b.revisionTree(of: "doc"))
         #expect(tree.current?.revisionID == remote)
-        let closing = RevisionID.make(parent: local, deleted: true, canonicalBody: json("{}"))
-        #expect(tree.nodes[closing]?.parent == local && tree.nodes[closing]?.isDeleted == true)
+        #expect(tree.nodes[local] == nil, "the losing branch is purged back to the fork")
+        #expect(tree.leaves.map(\.revisionID) == [remote])
         #expect(try b.conflictingRevisions(of: "doc").isEmpty)
         #expect(try b.conflictedDocumentIDs().isEmpty)
         #expect(try b.document("doc")?["v"] == "remote")

@@ -1,0 +1,132 @@
+import FerryStore
+@testable import FerrySync
+import Testing
+
+/// The seed's "Conflicts when Replicating", end to end: Molly and Naomi edit the same document
+/// while apart, then sync (Molly connects to Naomi, push and pull); both must end with the same
+/// current revision and body.
+@Suite("Molly and Naomi resolve conflicts the same way")
+struct ConflictTests {
+    /// Makes the shared document, syncs it, applies the two offline edit scripts, syncs again.
+    func scenario(molly mollyEdits: [[String: JSONValue]?], naomi naomiEdits: [[String: JSONValue]?],
+                  resolver: ReplicationConflictResolver? = nil) async throws -> (Peer, Peer, [DocumentEvent]) {
+        let molly = try await Peer.make("molly")
+        let naomi = try await Peer.make("naomi", serving: true)
+        try molly.put("doc", ["title": "shared", "v": 0])
+        try await replicate(molly, with: naomi)
+        #expect(try naomi.current("doc") == molly.current("doc"))
+        for (peer, edits) in [(molly, mollyEdits), (naomi, naomiEdits)] {
+            for edit in edits {
+                let doc = try #require(try peer.db.document("doc", includeDeleted: true))
+                if let edit { var d = doc; d.properties = edit; try peer.db.save(d) } else { try peer.db.delete(doc) }
+            }
+        }
+        var c = ReplicatorConfiguration(database: molly.db, target: naomi.url)
+        c.conflictResolver = resolver
+        let r = Replicator(configuration: c)
+        let log = EventLog(r)
+        try await r.run()
+        let events = await log.task.value
+        #expect(try molly.current("doc") == naomi.current("doc"), "peers disagree on the current revision")
+        #expect(try molly.db.document("doc", includeDeleted: true)?.properties == naomi.db.document("doc", includeDeleted: true)?.properties)
+        #expect(try molly.db.conflictingRevisions(of: "doc").isEmpty)
+        #expect(try naomi.db.conflictingRevisions(of: "doc").isEmpty)
+        return (molly, naomi, events)
+    }
+
+    @Test func differentEditsConvergeOnBothPeers() async throws {
+        let (molly, naomi, events) = try await scenario(molly: [["title": "molly"]], naomi: [["title": "naomi"]])
+        #expect(events.contains { $0.kind == .conflictResolved })
+        // Equal generations: the higher revision ID's content wins, whoever resolves.
+        let body = try #require(try molly.body("doc"))
+        #expect(body == ["title": "molly"] || body == ["title": "naomi"])
+        await molly.stop(); await naomi.stop()
+    }
+
+    @Test func deletionBeatsUpdateEitherWay() async throws {
+        var (molly, naomi, _) = try await scenario(molly: [nil], naomi: [["title": "naomi edit"]])
+        #expect(try molly.db.document("doc") == nil && naomi.db.document("doc") == nil)
+        await molly.stop(); await naomi.stop()
+        (molly, naomi, _) = try await scenario(molly: [["title": "molly edit"]], naomi: [nil])
+        #expect(try molly.db.document("doc") == nil && naomi.db.document("doc") == nil)
+        await molly.stop(); await naomi.stop()
+    }
+
+    @Test func longerBranchWinsEitherWay() async throws {
+        var (molly, naomi, _) = try await scenario(molly: [["v": 1], ["v": 2], ["v": 3, "by": "molly"]],
+                                                   naomi: [["v": 1], ["v": 2, "by": "naomi"]])
+        #expect(try molly.body("doc") == ["v": 3, "by": "molly"])
+        await molly.stop(); await naomi.stop()
+        (molly, naomi, _) = try await scenario(molly: [["v": 1], ["v": 2, "by": "molly"]],
+                                               naomi: [["v": 1], ["v": 2], ["v": 3, "by": "naomi"]])
+        #expect(try naomi.body("doc") == ["v": 3, "by": "naomi"])
+        await molly.stop(); await naomi.stop()
+    }
+
+    @Test func equalEditsPickTheSameWinnerWhoeverConnects() async throws {
+        // Molly connects to Naomi, then (fresh peers, same edits) Naomi's content is checked
+        // against what the revision-ID tie-break predicts.
+        let (molly, naomi, _) = try await scenario(molly: [["side": "a"]], naomi: [["side": "b"]])
+        let a = RevisionID.make(parent: try #require(try RevisionID(molly.db.revisionTree(of: "doc")?.history(of: try #require(try molly.db.document("doc")?.revisionID)).last?.description ?? "")), deleted: false, canonicalBody: Array(#"{"side":"a"}"#.utf8))
+        let b = RevisionID.make(parent: try RevisionID(molly.db.revisionTree(of: "doc")?.history(of: try #require(try molly.db.document("doc")?.revisionID)).last?.description ?? ""), deleted: false, canonicalBody: Array(#"{"side":"b"}"#.utf8))
+        let expected: [String: JSONValue] = a > b ? ["side": "a"] : ["side": "b"]
+        #expect(try molly.body("doc") == expected)
+        #expect(try naomi.body("doc") == expected)
+        await molly.stop(); await naomi.stop()
+    }
+
+    @Test func customResolverLocalRemoteMergeAndDelete() async throws {
+        let local = ReplicationConflictResolver.custom { $0.local }
+        var (molly, naomi, _) = try await scenario(molly: [["who": "molly"]], naomi: [["who": "naomi"]], resolver: local)
+        #expect(try naomi.body("doc") == ["who": "molly"])
+        await molly.stop(); await naomi.stop()
+
+        let remote = ReplicationConflictResolver.custom { $0.remote }
+        (molly, naomi, _) = try await scenario(molly: [["who": "molly"]], naomi: [["who": "naomi"]], resolver: remote)
+        #expect(try molly.body("doc") == ["who": "naomi"])
+        await molly.stop(); await naomi.stop()
+
+        let merge = ReplicationConflictResolver.custom { c in
+            var d = Document(id: c.documentID)
+            let names = [c.local?["who"]?.stringValue, c.remote?["who"]?.stringValue].compactMap { $0 }.sorted()
+            d["who"] = .array(names.map { .string($0) })
+            return d
+        }
+        (molly, naomi, _) = try await scenario(molly: [["who": "molly"]], naomi: [["who": "naomi"]], resolver: merge)
+        #expect(try naomi.body("doc") == ["who": ["molly", "naomi"]])
+        await molly.stop(); await naomi.stop()
+
+        let delete = ReplicationConflictResolver.custom { _ in nil }
+        (molly, naomi, _) = try await scenario(molly: [["who": "molly"]], naomi: [["who": "naomi"]], resolver: delete)
+        #expect(try naomi.db.document("doc") == nil)
+        #expect(try naomi.db.document("doc", includeDeleted: true)?.isDeleted == true)
+        await molly.stop(); await naomi.stop()
+    }
+
+    @Test func failingResolverLeavesTheConflictAndReportsIt() async throws {
+        struct Nope: Error {}
+        let molly = try await Peer.make("molly")
+        let naomi = try await Peer.make("naomi", serving: true)
+        try molly.put("doc", ["v": 0])
+        try await replicate(molly, with: naomi)
+        try molly.put("doc", ["v": "molly"])
+        try naomi.put("doc", ["v": "naomi"])
+        for bad in [ReplicationConflictResolver.custom { _ in throw Nope() },
+                    ReplicationConflictResolver.custom { _ in Document(id: "other", properties: ["x": 1]) }] {
+            var c = ReplicatorConfiguration(database: molly.db, target: naomi.url)
+            c.conflictResolver = bad
+            let r = Replicator(configuration: c)
+            let log = EventLog(r)
+            try await r.run()
+            let events = await log.task.value
+            #expect(events.contains { if case .failed = $0.kind { return $0.documentID == "doc" } else { return false } })
+            #expect(try molly.db.conflictingRevisions(of: "doc").count == 1, "the conflict stays for the next run")
+            #expect(try naomi.body("doc") == ["v": "naomi"])
+        }
+        // The next run with a working resolver settles it.
+        try await replicate(molly, with: naomi)
+        #expect(try molly.db.conflictingRevisions(of: "doc").isEmpty)
+        #expect(try molly.current("doc") == naomi.current("doc"))
+        await molly.stop(); await naomi.stop()
+    }
+}
