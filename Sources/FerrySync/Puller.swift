@@ -12,7 +12,26 @@ final class Puller: Sendable {
         struct Value {
             var tracker = SequenceTracker()
             var caughtUp = false
-            var waiters: [CheckedContinuation<Void, Never>] = []
+            /// Set when the peer broke the protocol; ends the session.
+            var error: ReplicationError?
+            var waiters: [(continuous: Bool, continuation: CheckedContinuation<ReplicationError?, Never>)] = []
+
+            mutating func releaseAll() -> [CheckedContinuation<ReplicationError?, Never>] {
+                defer { waiters = [] }
+                return waiters.map(\.continuation)
+            }
+
+            /// The waiters that can be released now.
+            mutating func releasable() -> [CheckedContinuation<ReplicationError?, Never>] {
+                let idle = caughtUp && tracker.isEmpty
+                var out: [CheckedContinuation<ReplicationError?, Never>] = []
+                waiters.removeAll { w in
+                    guard error != nil || (idle && !w.continuous) else { return false }
+                    out.append(w.continuation)
+                    return true
+                }
+                return out
+            }
         }
         let value = Mutex(Value())
     }
@@ -87,15 +106,22 @@ final class Puller: Sendable {
         catch { throw ReplicationError(error) }
     }
 
-    /// Returns once the peer said it is caught up and everything it sent is stored.
-    func waitUntilCaughtUp() async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let done = state.value.withLock { s -> Bool in
-                if s.caughtUp && s.tracker.isEmpty { return true }
-                s.waiters.append(c)
-                return false
+    /// Returns once the peer said it is caught up and everything it sent is stored (one-shot),
+    /// or when the peer broke the protocol (then with that error). A continuous puller only
+    /// returns for an error (or `close()`).
+    func waitUntilDone(continuous: Bool) async -> ReplicationError? {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<ReplicationError?, Never>) in
+                let (ready, e) = state.value.withLock { s in
+                    s.waiters.append((continuous, c))
+                    // A cancelled session (stop, lost connection) stops waiting at once.
+                    return (Task.isCancelled ? s.releaseAll() : s.releasable(), s.error)
+                }
+                for w in ready { w.resume(returning: e) }
             }
-            if done { c.resume() }
+        } onCancel: {
+            let (ready, e) = state.value.withLock { s in (s.releaseAll(), s.error) }
+            for w in ready { w.resume(returning: e) }
         }
     }
 
@@ -105,7 +131,7 @@ final class Puller: Sendable {
         await consumer.value
         await inserter.close()
         let waiters = state.value.withLock { s in defer { s.waiters = [] }; return s.waiters }
-        for w in waiters { w.resume() }
+        for w in waiters { w.continuation.resume(returning: nil) }
     }
 
     // MARK: changes
@@ -114,20 +140,24 @@ final class Puller: Sendable {
                                       reporter: Reporter, checkpointer: Checkpointer, logger: Logger) {
         let entries: [ReplicationMessages.ChangeEntry]
         do { entries = try ReplicationMessages.decodeChanges(request.message.body) } catch {
+            // A feed we cannot read cannot be checkpointed past: the session ends with the error.
             logger.warning("bad changes message", metadata: ["error": "\(error)"])
             request.respondHTTPError(400, "\(error)")
+            let waiters = state.value.withLock { s in
+                s.error = s.error ?? error
+                return s.releasable()
+            }
+            for w in waiters { w.resume(returning: error) }
             return
         }
         if entries.isEmpty {
             if !request.message.isNoReply { request.respond() }
-            let waiters = state.value.withLock { s -> [CheckedContinuation<Void, Never>] in
+            let (waiters, idle) = state.value.withLock { s in
                 s.caughtUp = true
-                guard s.tracker.isEmpty else { return [] }
-                defer { s.waiters = [] }
-                return s.waiters
+                return (s.releasable(), s.tracker.isEmpty)
             }
-            if state.value.withLock({ $0.tracker.isEmpty }) { reporter.caughtUp(.pull) }
-            for w in waiters { w.resume() }
+            if idle { reporter.caughtUp(.pull) }
+            for w in waiters { w.resume(returning: nil) }
             return
         }
         reporter.found(entries.count, direction: .pull)
@@ -197,12 +227,8 @@ final class Puller: Sendable {
     }
 
     private func finishIfCaughtUp() {
-        let (waiters, idle) = state.value.withLock { s -> ([CheckedContinuation<Void, Never>], Bool) in
-            guard s.caughtUp && s.tracker.isEmpty else { return ([], false) }
-            defer { s.waiters = [] }
-            return (s.waiters, true)
-        }
+        let (waiters, idle) = state.value.withLock { s in (s.releasable(), s.caughtUp && s.tracker.isEmpty) }
         if idle { reporter.caughtUp(.pull) }
-        for w in waiters { w.resume() }
+        for w in waiters { w.resume(returning: nil) }
     }
 }

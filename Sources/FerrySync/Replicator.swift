@@ -280,8 +280,9 @@ public final class Replicator: Sendable {
                         if c.continuous { return nil }
                         if let puller {
                             // Conflicts the pull resolved made local revisions: push those too.
-                            await puller.waitUntilCaughtUp()
-                            try await pusher.run(since: checkpointer.value.local)
+                            if await puller.waitUntilDone(continuous: false) == nil {
+                                try await pusher.run(since: checkpointer.value.local)
+                            }
                         }
                         return .success(())
                     } catch { return .failure(error) }
@@ -293,9 +294,8 @@ public final class Replicator: Sendable {
                         try await puller.start(since: start.remote, continuous: c.continuous, batchSize: c.batchSize,
                                                filter: c.pullFilter, parameters: c.pullFilterParameters, documentIDs: c.documentIDs)
                     } catch { return .failure(error) }
-                    if c.continuous { return nil }
-                    await puller.waitUntilCaughtUp()
-                    return .success(())
+                    if let error = await puller.waitUntilDone(continuous: c.continuous) { return .failure(error) }
+                    return c.continuous ? nil : .success(())
                 }
             }
             // The connection closing ends the session, whatever the workers are doing.
