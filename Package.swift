@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "FerryBLIP", targets: ["FerryBLIP"]),
         .library(name: "FerryStore", targets: ["FerryStore"]),
         .library(name: "FerrySync", targets: ["FerrySync"]),
+        .executable(name: "ferry", targets: ["ferry"]),
         .executable(name: "ferry-echo", targets: ["ferry-echo"]),
         .executable(name: "ferry-bench", targets: ["ferry-bench"]),
     ],
@@ -48,6 +49,10 @@ let package = Package(
         .target(name: "FerrySync",
                 dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet", "FerryStore", "COpenSSL",
                                .product(name: "Logging", package: "swift-log")]),
+        // The peer process: serve, sync, put/get/delete/ls.
+        .executableTarget(name: "ferry",
+                          dependencies: ["FerrySync", "FerryStore",
+                                         .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         // A child process for the durability test: commits batches and reports each one.
         .executableTarget(name: "ferry-store-writer", dependencies: ["FerryStore"]),
         // Side-by-side measurements: `swift run -c release ferry-bench …` (docs/performance.md).
@@ -61,7 +66,7 @@ let package = Package(
         .target(name: "FerryTestSupport", path: "Tests/FerryTestSupport"),
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore", "CSQLite", "ferry-store-writer", "FerryTestSupport"]),
         .testTarget(name: "FerryNetTests", dependencies: ["FerryNet"]),
-        .testTarget(name: "FerrySyncTests", dependencies: ["FerrySync", "FerryStore", "FerryBLIP", "FerryWebSocket", "FerryTestSupport"]),
+        .testTarget(name: "FerrySyncTests", dependencies: ["FerrySync", "FerryStore", "FerryBLIP", "FerryWebSocket", "FerryTestSupport", "ferry"]),
         .testTarget(name: "FerryBLIPTests", dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet", "FerryTestSupport"],
                     exclude: ["Interop"]),
         .testTarget(name: "FerryWebSocketTests",

@@ -19,6 +19,7 @@ public final class Database: Sendable {
 
     let writer: Writer
     let readers: ReaderPool
+    let watcher: ExternalWriteWatcher?
     let validators = Mutex<[String: Validator]>([:])
     let logger = Logger(label: "ferry.store")
 
@@ -28,6 +29,7 @@ public final class Database: Sendable {
         self.options = options
         self.writer = writer
         self.readers = ReaderPool(path: path)
+        watcher = options.watchExternalWrites ? ExternalWriteWatcher(path: path, writer: writer) : nil
     }
 
     /// Opens the database at `path`, creating it if needed — first copying
@@ -81,6 +83,7 @@ public final class Database: Sendable {
     /// Closes the database: the WAL is checkpointed into the file, live change feeds end, and
     /// every later call throws `.closed`. Safe to call twice.
     public func close() {
+        watcher?.stop()
         readers.close()
         writer.close()
     }

@@ -29,5 +29,10 @@ public struct DatabaseOptions: Sendable {
     public var writerCacheKiB: Int = 16384
 
     /// Default options.
+    /// Notice commits made by other processes to the same file (inotify on the WAL), so live
+    /// change feeds — continuous replications — see them. Off by default; `ferry serve` turns
+    /// it on so that other `ferry` commands can write the database it serves.
+    public var watchExternalWrites = false
+
     public init() {}
 }

@@ -10,6 +10,9 @@ final class Writer: Sendable {
     struct State {
         var connection: Connection?
         var lastSequence: Int64
+        /// `PRAGMA data_version` when last seen: it moves only when another connection (another
+        /// process) commits, and then the sequence counter must be re-read.
+        var dataVersion: Int64 = -1
     }
 
     private let state: Mutex<State>
@@ -25,6 +28,10 @@ final class Writer: Sendable {
         let (result, published) = try state.withLock { (s: inout State) throws(StoreError) -> (T, Int64?) in
             guard let conn = s.connection else { throw .closed }
             try conn.execute("BEGIN IMMEDIATE")
+            do throws(StoreError) { try Writer.catchUp(&s, conn) } catch {
+                try? conn.execute("ROLLBACK")
+                throw error
+            }
             let txn = WriteTransaction(connection: conn, lastSequence: s.lastSequence, context: context)
             do throws(StoreError) {
                 let r = try body(txn)
@@ -44,6 +51,28 @@ final class Writer: Sendable {
         }
         if let published { notifier.publish(published) }
         return result
+    }
+
+    /// Re-reads the sequence counter if another process committed since we last looked (the
+    /// file may be shared with other `ferry` commands, SQLite WAL). Returns whether it moved.
+    @discardableResult
+    static func catchUp(_ s: inout State, _ conn: Connection) throws(StoreError) -> Bool {
+        let version = try conn.scalarInt("PRAGMA data_version") ?? 0
+        guard version != s.dataVersion else { return false }
+        s.dataVersion = version
+        let stored = try conn.scalarInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0
+        guard stored > s.lastSequence else { return false }
+        s.lastSequence = stored
+        return true
+    }
+
+    /// Looks for commits by other processes and wakes live change feeds for them.
+    func noticeExternalCommits() {
+        let moved = try? state.withLock { (s: inout State) throws(StoreError) -> Int64? in
+            guard let conn = s.connection else { return nil }
+            return try Writer.catchUp(&s, conn) ? s.lastSequence : nil
+        }
+        if let seq = moved { notifier.publish(seq) }
     }
 
     /// Runs `body` on the write connection outside any transaction (maintenance).

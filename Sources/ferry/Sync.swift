@@ -1,0 +1,89 @@
+import ArgumentParser
+import FerryStore
+import FerrySync
+import Foundation
+
+/// `ferry sync`: one replication with a peer, with a live progress line and a summary.
+struct Sync: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Push to and pull from a peer (ws://host:port/db); one-shot unless --continuous.")
+
+    @Argument(help: "The peer's database URL, ws://host:port/db.") var url: String
+    @OptionGroup var database: DatabaseOption
+    @Flag(help: "Only push local changes.") var push = false
+    @Flag(help: "Only pull the peer's changes.") var pull = false
+    @Flag(help: "Keep running, propagating changes as they happen (Ctrl-C stops).") var continuous = false
+    @Option(help: "HTTP Basic user name for the peer.") var user: String?
+    @Option(help: "The password for --user.") var password: String?
+    @Flag(help: "Forget the checkpoint and compare everything again.") var resetCheckpoint = false
+
+    func validate() throws {
+        if push && pull { throw ValidationError("--push and --pull exclude each other (the default does both)") }
+        if (user == nil) != (password == nil) { throw ValidationError("--user and --password go together") }
+    }
+
+    /// Splits `ws://user:password@host/...` into the URL without credentials and a Basic authenticator.
+    static func splitCredentials(_ url: String) -> (String, ReplicatorConfiguration.Authenticator)? {
+        guard var c = URLComponents(string: url), let user = c.user, let password = c.password else { return nil }
+        c.user = nil
+        c.password = nil
+        guard let plain = c.string else { return nil }
+        return (plain, .basic(user: user.removingPercentEncoding ?? user, password: password.removingPercentEncoding ?? password))
+    }
+
+    func run() async throws {
+        signal(SIGPIPE, SIG_IGN)
+        let db = try database.open(watchExternalWrites: continuous)
+        var c = ReplicatorConfiguration(database: db, target: url)
+        c.type = push ? .push : pull ? .pull : .pushAndPull
+        c.continuous = continuous
+        c.resetCheckpoint = resetCheckpoint
+        if let (plain, auth) = Self.splitCredentials(url) { c.target = plain; c.authenticator = auth }
+        if let user, let password { c.authenticator = .basic(user: user, password: password) }
+        let replicator = Replicator(configuration: c)
+
+        let terminal = isatty(STDERR_FILENO) != 0
+        let events = replicator.documentEvents()
+        let tally = Task { () -> [String: Int] in
+            var counts: [String: Int] = [:]
+            for await e in events {
+                switch e.kind {
+                case .pushed: counts["pushed", default: 0] += 1
+                case .pulled: counts["pulled", default: 0] += 1
+                case .conflictResolved: counts["conflicts resolved", default: 0] += 1
+                case .failed(let error):
+                    counts["errors", default: 0] += 1
+                    warn("\(terminal ? "\r\u{1B}[K" : "")ferry: \(e.documentID): \(error)")
+                }
+            }
+            return counts
+        }
+        if terminal {
+            replicator.addStatusListener { s in
+                FileHandle.standardError.write(Data("\r\u{1B}[K\(s.activity.rawValue) \(s.progress.completed)/\(s.progress.total)".utf8))
+            }
+        }
+        if continuous {
+            replicator.start()
+            let stop = Task { await waitForTermination(); await replicator.stop() }
+            let error = await replicator.waitUntilStopped()
+            stop.cancel()
+            try finish(await tally.value, error: error, terminal: terminal)
+        } else {
+            replicator.start()
+            let error = await replicator.waitUntilStopped()
+            try finish(await tally.value, error: error, terminal: terminal)
+        }
+        db.close()
+    }
+
+    private func finish(_ counts: [String: Int], error: ReplicationError?, terminal: Bool) throws {
+        if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        let keys = ["pushed", "pulled", "conflicts resolved", "errors"]
+        print("ferry: " + keys.map { "\(counts[$0] ?? 0) \($0)" }.joined(separator: ", "))
+        if let error {
+            warn("ferry: replication failed: \(error)")
+            throw ExitCode(1)
+        }
+    }
+}
