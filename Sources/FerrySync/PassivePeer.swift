@@ -12,7 +12,7 @@ final class PassivePeer: Sendable {
     let connection: BLIPConnection
     let pullFilters: @Sendable (String) -> PullFilter?
     let logger: Logger
-    let reporter = Reporter()
+    let reporter: Reporter
     private let inserter: Inserter
     private let work: AsyncStream<BLIPIncomingRequest>.Continuation
     private let worker: Task<Void, Never>
@@ -23,7 +23,9 @@ final class PassivePeer: Sendable {
                                                     "channels", "revocations", "sendReplacementRevs", "versioning",
                                                     "requestPlus", "future", "collection", "client_sgr2"]
 
-    init(database: Database, connection: BLIPConnection, pullFilters: @escaping @Sendable (String) -> PullFilter?, logger: Logger) {
+    init(database: Database, connection: BLIPConnection, pullFilters: @escaping @Sendable (String) -> PullFilter?,
+         reporter: Reporter, logger: Logger) {
+        self.reporter = reporter
         self.database = database
         self.connection = connection
         self.pullFilters = pullFilters
@@ -111,10 +113,18 @@ final class PassivePeer: Sendable {
             request.respondHTTPError(400, "\(error)")
             return
         }
+        let reporter = self.reporter
         inserter.enqueue(revision) { result in
+            let rev = revision.history.first
             switch result {
-            case .success: if !request.message.isNoReply { request.respond() }
-            case .failure(let e): request.respondHTTPError(e.wireStatus, e.wireMessage)
+            case .success:
+                if !request.message.isNoReply { request.respond() }
+                reporter.event(DocumentEvent(direction: .pull, documentID: revision.documentID, revisionID: rev,
+                                             isDeleted: revision.isDeleted, kind: .pulled))
+            case .failure(let e):
+                request.respondHTTPError(e.wireStatus, e.wireMessage)
+                reporter.event(DocumentEvent(direction: .pull, documentID: revision.documentID, revisionID: rev,
+                                             isDeleted: revision.isDeleted, kind: .failed(.store(e))))
             }
         }
     }

@@ -212,6 +212,7 @@ final class Pusher: Sendable {
                 fail(change, .store(error))
             }
         }
+        reporter.onRevisionsSent(messages.count)
         let results = await connection.sendAll(messages)
         var stored: [(documentID: String, revisionID: RevisionID)] = []
         for (change, result) in zip(sent, results) {

@@ -11,12 +11,16 @@ final class Reporter: Sendable {
     }
     private let state = Mutex(State())
     let onEvent: @Sendable (DocumentEvent) -> Void
+    /// Called with the number of `rev` messages each time some are sent (statistics).
+    let onRevisionsSent: @Sendable (Int) -> Void
     let onChange: @Sendable (ReplicationProgress, Bool) -> Void
 
     init(onEvent: @escaping @Sendable (DocumentEvent) -> Void = { _ in },
-         onChange: @escaping @Sendable (ReplicationProgress, Bool) -> Void = { _, _ in }) {
+         onChange: @escaping @Sendable (ReplicationProgress, Bool) -> Void = { _, _ in },
+         onRevisionsSent: @escaping @Sendable (Int) -> Void = { _ in }) {
         self.onEvent = onEvent
         self.onChange = onChange
+        self.onRevisionsSent = onRevisionsSent
     }
 
     var progress: ReplicationProgress { state.withLock { $0.progress } }

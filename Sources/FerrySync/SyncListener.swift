@@ -35,7 +35,51 @@ public final class SyncListener: Sendable {
     final class Shared: Sendable {
         let filters = Mutex<[String: PullFilter]>([:])
         let peers = Mutex<[ObjectIdentifier: BLIPConnection]>([:])
+        let events = Broadcaster<DocumentEvent>()
+        let counters = Counters()
+        let reporter: Reporter
+        init() {
+            let (events, counters) = (self.events, self.counters)
+            reporter = Reporter(onEvent: { e in
+                switch e.kind {
+                case .pushed: counters.sent.add(1, ordering: .relaxed)
+                case .pulled: counters.received.add(1, ordering: .relaxed)
+                default: break
+                }
+                events.send(e)
+            }, onRevisionsSent: { counters.revMessages.add($0, ordering: .relaxed) })
+        }
     }
+
+    final class Counters: Sendable {
+        let sent = Atomic<Int>(0)
+        let received = Atomic<Int>(0)
+        let revMessages = Atomic<Int>(0)
+        let connections = Atomic<Int>(0)
+    }
+
+    /// What a listener has done since it started.
+    public struct Statistics: Sendable, Equatable {
+        /// Revisions clients pulled and acknowledged.
+        public var revisionsSent: Int
+        /// `rev` messages sent (acknowledged or not: what a client interrupted mid-batch got again).
+        public var revisionMessagesSent: Int
+        /// Revisions clients pushed that were stored.
+        public var revisionsReceived: Int
+        /// Client connections accepted.
+        public var connectionsAccepted: Int
+    }
+
+    /// Counters since start.
+    public var statistics: Statistics {
+        let c = shared.counters
+        return Statistics(revisionsSent: c.sent.load(ordering: .relaxed), revisionMessagesSent: c.revMessages.load(ordering: .relaxed),
+                          revisionsReceived: c.received.load(ordering: .relaxed), connectionsAccepted: c.connections.load(ordering: .relaxed))
+    }
+
+    /// Document events of every client connection from now on: `.pushed` = a client pulled and
+    /// stored it, `.pulled` = a client pushed it and it was stored here, `.failed` = refused.
+    public func documentEvents() -> AsyncStream<DocumentEvent> { shared.events.stream() }
 
     private let listener: WebSocketListener
     private let shared: Shared
@@ -80,8 +124,10 @@ public final class SyncListener: Sendable {
                 return BLIPConnection.accept(request, on: loop, app: app, logger: logger) { conn in
                     let key = ObjectIdentifier(conn)
                     shared.peers.withLock { $0[key] = conn }
+                    shared.counters.connections.add(1, ordering: .relaxed)
                     let peer = PassivePeer(database: db, connection: conn,
-                                           pullFilters: { name in shared.filters.withLock { $0[name] } }, logger: logger)
+                                           pullFilters: { name in shared.filters.withLock { $0[name] } },
+                                           reporter: shared.reporter, logger: logger)
                     Task {
                         await peer.serve()
                         shared.peers.withLock { _ = $0.removeValue(forKey: key) }

@@ -1,0 +1,120 @@
+import FerryStore
+@testable import FerrySync
+import Foundation
+import Testing
+
+/// The `ferry` executable, built beside the test bundle.
+let ferryExecutable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    .deletingLastPathComponent().appendingPathComponent("ferry")
+
+/// Runs `ferry` with arguments; returns its exit status and standard output.
+@discardableResult
+func runFerry(_ args: [String]) async throws -> (status: Int32, output: String) {
+    let p = Process()
+    p.executableURL = ferryExecutable
+    p.arguments = args
+    let out = Pipe()
+    p.standardOutput = out
+    p.standardError = FileHandle.nullDevice
+    let done = AsyncStream<Void>.makeStream()
+    p.terminationHandler = { _ in done.continuation.finish() }
+    try p.run()
+    let data = out.fileHandleForReading.readDataToEndOfFile()
+    for await _ in done.stream {}
+    return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+@Suite("Peer processes", .serialized)
+struct ProcessTests {
+    @Test func pullKilledMidwayResumesFromItsCheckpoint() async throws {
+        let naomi = try await Peer.make("naomi", serving: true)
+        let listener = try #require(naomi.listener)
+        let total = 50_000
+        try naomi.db.inBatch { (b) throws(StoreError) in
+            for i in 0..<total {
+                try b.save(Document(id: String(format: "doc-%05d", i), properties: ["i": .int(Int64(i)), "pad": .string(String(repeating: "x", count: 100))]))
+            }
+        }
+        let dir = TempDir()
+        let mollyPath = dir.path("molly.ferry")
+        let events = listener.documentEvents()
+
+        let first = Process()
+        first.executableURL = ferryExecutable
+        first.arguments = ["sync", naomi.url, "--db", mollyPath, "--pull"]
+        first.standardOutput = FileHandle.nullDevice
+        first.standardError = FileHandle.nullDevice
+        try first.run()
+        var acknowledged = 0
+        for await e in events where e.kind == .pushed {
+            acknowledged += 1
+            if acknowledged == 10_000 { break }
+        }
+        kill(first.processIdentifier, SIGKILL)
+        first.waitUntilExit()
+        #expect(first.terminationReason == .uncaughtSignal)
+        let sentBeforeKill = listener.statistics.revisionMessagesSent
+        #expect(sentBeforeKill < total, "killed part-way")
+
+        let (status, output) = try await runFerry(["sync", naomi.url, "--db", mollyPath, "--pull"])
+        #expect(status == 0, "\(output)")
+        let molly = try Database.open(at: mollyPath)
+        #expect(try molly.documentCount() == total)
+        #expect(try molly.document("doc-49999")?["i"] == 49_999)
+        #expect(try molly.integrityCheck() == ["ok"])
+        molly.close()
+        let sent = listener.statistics.revisionMessagesSent
+        // Everything once, plus at most the one batch that was in flight when it was killed.
+        #expect(sent <= total + 200, "rev messages sent: \(sent)")
+        await naomi.stop()
+    }
+
+    @Test func serveMeshAndCommandLineEditsPropagate() async throws {
+        let dir = TempDir()
+        // Two `ferry serve` processes; B replicates continuously with A.
+        let a = Process(), b = Process()
+        let aOut = Pipe(), bOut = Pipe()
+        a.executableURL = ferryExecutable
+        a.arguments = ["serve", "--db", dir.path("a.db"), "--port", "0"]
+        a.standardOutput = aOut
+        a.standardError = FileHandle.nullDevice
+        try a.run()
+        let aLine = try #require(readLine(from: aOut.fileHandleForReading))
+        #expect(aLine.hasPrefix("ferry: serving"))
+        let url = try #require(aLine.split(separator: " ").first { $0.hasPrefix("ws://") }).replacingOccurrences(of: "/_blipsync", with: "")
+        b.executableURL = ferryExecutable
+        b.arguments = ["serve", "--db", dir.path("b.db"), "--port", "0", "--replicate", url]
+        b.standardOutput = bOut
+        b.standardError = FileHandle.nullDevice
+        try b.run()
+        _ = readLine(from: bOut.fileHandleForReading)
+
+        // A write by another process to A's file reaches B through both servers.
+        try await runFerry(["put", "--db", dir.path("a.db"), "hello", #"{"from":"a"}"#])
+        var watching = DatabaseOptions()
+        watching.watchExternalWrites = true
+        let bDB = try Database.open(at: dir.path("b.db"), options: watching)
+        try await waitFor(bDB, "hello", revision: nil)
+        #expect(try bDB.document("hello")?["from"] == "a")
+        bDB.close()
+
+        let get = try await runFerry(["get", "--db", dir.path("b.db"), "hello"])
+        #expect(get.output.contains(#""_id":"hello""#) && get.output.contains(#""from":"a""#))
+        for p in [b, a] {
+            p.interrupt()
+            p.waitUntilExit()
+            #expect(p.terminationStatus == 0, "stops cleanly on SIGINT")
+        }
+    }
+}
+
+/// Reads one line from a pipe with read(2) (Foundation's buffered readers can hang on pipes).
+func readLine(from handle: FileHandle) -> String? {
+    var bytes: [UInt8] = []
+    var c: UInt8 = 0
+    while read(handle.fileDescriptor, &c, 1) == 1 {
+        if c == UInt8(ascii: "\n") { return String(decoding: bytes, as: UTF8.self) }
+        bytes.append(c)
+    }
+    return bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self)
+}
