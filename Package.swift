@@ -57,7 +57,7 @@ let package = Package(
         .executableTarget(name: "ferry-store-writer", dependencies: ["FerryStore"]),
         // Side-by-side measurements: `swift run -c release ferry-bench …` (docs/performance.md).
         .executableTarget(name: "ferry-bench",
-                          dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet", "FerryStore", "CSQLite", "CFerrySystem",
+                          dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet", "FerryStore", "FerrySync", "CSQLite", "CFerrySystem",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         // A runnable example of FerryBLIP used alone (docs/transport.md); CI builds and runs it.
         .executableTarget(name: "blip-rpc-example", dependencies: ["FerryBLIP", "FerryNet"],

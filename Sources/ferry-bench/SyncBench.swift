@@ -1,0 +1,149 @@
+// ferry-bench sync [--count N] [--latency-samples N] [--dir DIR]
+//
+// Replication between two peers on loopback, in one run:
+//   ceiling  — the store's own batched replicated insert of the same documents (200 per
+//              transaction, what a puller does), no network;
+//   push     — this process pushes N documents to a `ferry serve` child process;
+//   pull     — a fresh database in this process pulls them back from that child;
+//   latency  — a continuous push-and-pull between two in-process peers: one document saved,
+//              time until it is in the other peer's change feed (p50, p99);
+// with the peak RSS of each process (this one: VmHWM; the child: /proc/<pid>/status VmHWM).
+import ArgumentParser
+import FerryStore
+import FerrySync
+import Foundation
+
+struct SyncBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "sync",
+        abstract: "Push and pull of N × 1 KiB documents between two peer processes, propagation latency, beside the store's insert ceiling.")
+
+    @Option(help: "Documents to replicate.") var count = 100_000
+    @Option(help: "Single-document propagations to time.") var latencySamples = 500
+    @Option(help: "Folder for the temporary databases.") var dir = NSTemporaryDirectory()
+
+    static func now() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    static func vmHWM(_ pid: String = "self") -> Double {
+        guard let s = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = s.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+              let kb = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else { return 0 }
+        return kb / 1024
+    }
+
+    func path(_ name: String) -> String {
+        let p = (dir as NSString).appendingPathComponent("ferry-bench-sync-\(name)-\(getpid()).db")
+        for suffix in ["", "-wal", "-shm"] { unlink(p + suffix) }
+        return p
+    }
+
+    func run() async throws {
+        signal(SIGPIPE, SIG_IGN)
+        let count = self.count
+        print("preparing \(count) documents of ~1 KiB…")
+        func props(_ i: Int) -> [String: JSONValue] {
+            ["type": "item", "n": .int(Int64(i)), "name": .string("item number \(i)"), "tags": ["a", "b", "c"],
+             "price": .double(Double(i) * 0.25 + 0.1), "text": .string(String(repeating: "lorem ipsum ", count: 75))]
+        }
+
+        // Ceiling: the store's batched replicated insert.
+        let ceilingPath = path("ceiling")
+        let ceilingDB = try Database.open(at: ceilingPath)
+        let revisions = (0..<count).map { i in
+            ReplicatedRevision(documentID: String(format: "doc-%06d", i), history: ["1-" + String(format: "%040x", i)],
+                               body: CanonicalJSON.encode(.object(props(i))))
+        }
+        var t = Self.now()
+        for start in stride(from: 0, to: count, by: 200) {
+            _ = try ceilingDB.insert(Array(revisions[start..<min(start + 200, count)]))
+        }
+        let ceiling = Double(count) / (Self.now() - t)
+        ceilingDB.close()
+
+        // The source database (local saves, not timed).
+        let sourcePath = path("source")
+        let source = try Database.open(at: sourcePath)
+        try source.inBatch { (b) throws(StoreError) in
+            for i in 0..<count { try b.save(Document(id: String(format: "doc-%06d", i), properties: props(i))) }
+        }
+
+        // The passive peer: a `ferry serve` child process.
+        let servedPath = path("served")
+        let ferry = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("ferry")
+        let child = Process()
+        child.executableURL = ferry
+        child.arguments = ["serve", "--db", servedPath, "--port", "0", "--name", "served"]
+        let out = Pipe()
+        child.standardOutput = out
+        try child.run()
+        defer { child.terminate(); child.waitUntilExit() }
+        var line: [UInt8] = []
+        var c: UInt8 = 0
+        while read(out.fileHandleForReading.fileDescriptor, &c, 1) == 1, c != UInt8(ascii: "\n") { line.append(c) }
+        guard let url = String(decoding: line, as: UTF8.self).split(separator: " ").first(where: { $0.hasPrefix("ws://") })?
+            .replacingOccurrences(of: "/_blipsync", with: "") else { throw ValidationError("ferry serve did not start") }
+
+        var push = ReplicatorConfiguration(database: source, target: url)
+        push.type = .push
+        t = Self.now()
+        try await Replicator(configuration: push).run()
+        let pushRate = Double(count) / (Self.now() - t)
+
+        let pulledPath = path("pulled")
+        let pulled = try Database.open(at: pulledPath)
+        var pull = ReplicatorConfiguration(database: pulled, target: url)
+        pull.type = .pull
+        t = Self.now()
+        try await Replicator(configuration: pull).run()
+        let pullRate = Double(count) / (Self.now() - t)
+        let pulledCount = try pulled.documentCount()
+        let childRSS = Self.vmHWM(String(child.processIdentifier))
+        let selfRSS = Self.vmHWM()
+        pulled.close()
+        source.close()
+
+        // Latency: two in-process peers, continuous push and pull.
+        let aDB = try Database.open(at: path("lat-a")), bDB = try Database.open(at: path("lat-b"))
+        var lc = SyncListener.Configuration()
+        lc.port = 0
+        let listener = try await SyncListener.start(serving: ["b": bDB], configuration: lc)
+        var cc = ReplicatorConfiguration(database: aDB, target: listener.url(for: "b"))
+        cc.continuous = true
+        let r = Replicator(configuration: cc)
+        let statuses = r.statusChanges()
+        r.start()
+        for await s in statuses where s.activity == .idle { break }
+        var samples: [Double] = []
+        var position = bDB.lastSequence
+        for i in 0..<latencySamples {
+            let t0 = Self.now()
+            try aDB.save(Document(id: "lat-\(i)", properties: props(i)))
+            feed: for try await change in bDB.liveChanges(since: position) {
+                position = change.sequence
+                if change.documentID == "lat-\(i)" { break feed }
+            }
+            samples.append((Self.now() - t0) * 1000)
+        }
+        await r.stop()
+        await listener.stop()
+        aDB.close(); bDB.close()
+        samples.sort()
+        let p50 = samples.isEmpty ? 0 : samples[samples.count / 2]
+        let p99 = samples.isEmpty ? 0 : samples[min(samples.count - 1, samples.count * 99 / 100)]
+
+        for name in ["ceiling", "source", "served", "pulled", "lat-a", "lat-b"] { _ = path(name) }
+        print("""
+
+        workload (\(count) × ~1 KiB docs)              rate
+        store ceiling (replicated insert, 200/txn)  \(Int(ceiling)) docs/s
+        push  (this process → ferry serve)          \(Int(pushRate)) docs/s  (\(String(format: "%.2f", pushRate / ceiling))× ceiling)
+        pull  (ferry serve → this process)          \(Int(pullRate)) docs/s  (\(String(format: "%.2f", pullRate / ceiling))× ceiling)
+        pulled documents                            \(pulledCount)
+        propagation latency, continuous (\(latencySamples) docs)  p50 \(String(format: "%.2f", p50)) ms, p99 \(String(format: "%.2f", p99)) ms
+        peak RSS: this process \(String(format: "%.0f", selfRSS)) MiB, ferry serve \(String(format: "%.0f", childRSS)) MiB
+        """)
+    }
+}
