@@ -14,6 +14,12 @@ struct BLIPBench: AsyncParsableCommand {
 
     @Option(help: "Seconds per rate measurement.") var seconds = 3.0
     @Option(name: .customLong("big-mib"), help: "Body size for the throughput runs, in MiB.") var bigMiB = 64
+    @Option(help: "Run only these rows (comma-separated: rate1, rate64, json64, big, bigjson); for profiling.")
+    var only: String?
+    @Flag(name: .customLong("blip-only"), help: "Skip the raw WebSocket side (for profiling BLIP alone).")
+    var blipOnly = false
+
+    func wants(_ row: String) -> Bool { only.map { $0.split(separator: ",").contains(Substring(row)) } ?? true }
 
     func run() async throws {
         signal(SIGPIPE, SIG_IGN)
@@ -38,24 +44,29 @@ struct BLIPBench: AsyncParsableCommand {
         let kib = [UInt8](repeating: 0x61, count: 1024)
         print("ferry-bench blip: loopback, server and client one event loop each, \(seconds) s per rate cell")
         print("workload                          raw WebSocket      BLIP        BLIP/raw")
-        for inFlight in [1, 64] {
-            let w = try await ws.rate(payload: kib, inFlight: inFlight, seconds: seconds)
+        for inFlight in [1, 64] where wants("rate\(inFlight)") {
+            let w = blipOnly ? .nan : try await ws.rate(payload: kib, inFlight: inFlight, seconds: seconds)
             let b = try await blipRate(blip, body: kib, compressed: false, inFlight: inFlight)
             row("1 KiB round trips, \(inFlight) in flight", w, b, unit: "msg/s")
         }
-        let json = jsonLike(1024)
-        let wj = try await ws.rate(payload: json, inFlight: 64, seconds: seconds)
-        let bj = try await blipRate(blip, body: json, compressed: true, inFlight: 64)
-        row("1 KiB JSON, compressed, 64 in flight", wj, bj, unit: "msg/s")
-
-        let big = noise(bigMiB << 20)
-        let wt = try await ws.throughput(payload: big)
-        let bt = try await blipThroughput(blip, body: big, compressed: false)
-        row("\(bigMiB) MiB body echo", wt, bt, unit: "MB/s")
-        let bigJSON = jsonLike(bigMiB << 20)
-        let wtj = try await ws.throughput(payload: bigJSON)
-        let btj = try await blipThroughput(blip, body: bigJSON, compressed: true)
-        row("\(bigMiB) MiB JSON echo, compressed", wtj, btj, unit: "MB/s")
+        if wants("json64") {
+            let json = jsonLike(1024)
+            let wj = blipOnly ? .nan : try await ws.rate(payload: json, inFlight: 64, seconds: seconds)
+            let bj = try await blipRate(blip, body: json, compressed: true, inFlight: 64)
+            row("1 KiB JSON, compressed, 64 in flight", wj, bj, unit: "msg/s")
+        }
+        if wants("big") {
+            let big = noise(bigMiB << 20)
+            let wt = blipOnly ? .nan : try await ws.throughput(payload: big)
+            let bt = try await blipThroughput(blip, body: big, compressed: false)
+            row("\(bigMiB) MiB body echo", wt, bt, unit: "MB/s")
+        }
+        if wants("bigjson") {
+            let bigJSON = jsonLike(bigMiB << 20)
+            let wtj = blipOnly ? .nan : try await ws.throughput(payload: bigJSON)
+            let btj = try await blipThroughput(blip, body: bigJSON, compressed: true)
+            row("\(bigMiB) MiB JSON echo, compressed", wtj, btj, unit: "MB/s")
+        }
         print("peak RSS (both peers, one process): \(peakRSSMiB()) MiB")
         await blip.close()
         await blipServer.close()
