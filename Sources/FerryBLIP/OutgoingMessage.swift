@@ -17,6 +17,8 @@ final class OutgoingMessage {
     var bytesAcked = 0
     /// Out of the queue until an ACK brings the unacknowledged bytes below the limit.
     var frozen = false
+    /// In the session's table of messages that ACKs may name (it spans frames).
+    var registered = false
 
     init(type: BLIPMessageType, number: UInt64, flags: BLIPFlags, message: BLIPMessage) {
         self.type = type; self.number = number; self.flags = flags
