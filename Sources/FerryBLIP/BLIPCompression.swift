@@ -102,8 +102,8 @@ private func zlibInflate(_ s: UnsafeMutablePointer<z_stream>, _ flush: Int32) ->
 struct BLIPChecksum {
     private(set) var value: UInt32 = 0
 
-    /// Advances the checksum over `bytes`: the carry-less-multiply fold takes the bulk, zlib's
-    /// table code the short tail (and everything on CPUs without PCLMULQDQ).
+    /// Advances the checksum over `bytes`: the carry-less-multiply fold in C, or zlib on CPUs
+    /// without PCLMULQDQ.
     mutating func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count > 0 else { return }
         var crc = value

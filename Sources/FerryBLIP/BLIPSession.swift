@@ -123,15 +123,28 @@ public final class BLIPSession {
         if more { flags.insert(.moreComing) }
         frame.append(flags.rawValue)
         let compressed = m.flags.contains(.compressed)
-        try m.withSlice(offset, take, scratch: &scratch) { (slice) throws(BLIPError) in
-            outCRC.update(slice)
-            if compressed {
-                try deflater.compress(slice, into: &frame)
-            } else {
-                frame.append(contentsOf: slice)
+        // The running checksum is updated in a local copy: one access to the stored property
+        // instead of one per update.
+        var running = outCRC
+        if !compressed && offset == 0 && !more {
+            // A whole uncompressed message in one frame (the common case): its properties are
+            // encoded straight into the frame, with no separate head buffer.
+            let start = frame.count
+            m.writePrefix(into: &frame)
+            frame.append(contentsOf: m.body)
+            frame.withUnsafeBytes { running.update(UnsafeRawBufferPointer(rebasing: $0[start...])) }
+        } else {
+            try m.withSlice(offset, take, scratch: &scratch) { (slice) throws(BLIPError) in
+                running.update(slice)
+                if compressed {
+                    try deflater.compress(slice, into: &frame)
+                } else {
+                    frame.append(contentsOf: slice)
+                }
             }
         }
-        let crc = outCRC.value
+        outCRC = running
+        let crc = running.value
         withUnsafeBytes(of: crc.bigEndian) { frame.append(contentsOf: $0) }
         m.offset = offset + take
         m.bytesSent += frame.count - headerLength
@@ -191,8 +204,10 @@ public final class BLIPSession {
             // The common case, a whole uncompressed message in one frame: parsed straight from
             // the frame, with no reassembly buffer and no table entry.
             try acceptNewMessage(type: type, number: number)
-            inCRC.update(payload)
-            guard inCRC.value == sent else { throw .protocolError("checksum mismatch on \(type) #\(number)") }
+            var running = inCRC
+            running.update(payload)
+            inCRC = running
+            guard running.value == sent else { throw .protocolError("checksum mismatch on \(type) #\(number)") }
             if payload.count > configuration.maxMessageSize + 16 {
                 throw .protocolError("message #\(number) exceeds \(configuration.maxMessageSize) bytes")
             }

@@ -1,12 +1,14 @@
 /// A hash map from BLIP message numbers to values: open addressing, linear probing,
-/// backward-shift deletion. Message numbers are sequential, so `number & mask` spreads the
-/// live window evenly without hashing; Swift's `Dictionary` seeds SipHash for every lookup,
-/// which was a measurable share of a small message's cost. Key 0 (never a message number) marks
-/// an empty slot.
+/// backward-shift deletion, Fibonacci hashing. Swift's `Dictionary` runs seeded SipHash for
+/// every lookup, a measurable share of a small message's cost; one multiply suffices here.
+/// (Plain `number & mask` would lay a window of sequential numbers out as one long probe run,
+/// which every removal then walks.) Key 0 (never a message number) marks an empty slot.
 struct NumberMap<Value> {
     private var keys: [UInt64]
     private var values: [Value?]
     private var mask: Int
+    /// 64 − log2(capacity): the hash's top bits pick the slot.
+    private var shift: UInt64
     /// Entries stored.
     private(set) var count = 0
 
@@ -14,11 +16,14 @@ struct NumberMap<Value> {
         keys = [UInt64](repeating: 0, count: 16)
         values = [Value?](repeating: nil, count: 16)
         mask = 15
+        shift = 60
     }
 
     var isEmpty: Bool { count == 0 }
 
-    @inline(__always) private func home(_ key: UInt64) -> Int { Int(truncatingIfNeeded: key) & mask }
+    @inline(__always) private func home(_ key: UInt64) -> Int {
+        Int(truncatingIfNeeded: (key &* 0x9E37_79B9_7F4A_7C15) >> shift)
+    }
 
     /// The value for `key`; assigning nil removes it.
     subscript(key: UInt64) -> Value? {
@@ -94,6 +99,7 @@ struct NumberMap<Value> {
         keys = [UInt64](repeating: 0, count: oldKeys.count * 2)
         values = [Value?](repeating: nil, count: oldKeys.count * 2)
         mask = keys.count - 1
+        shift -= 1
         count = 0
         for i in oldKeys.indices where oldKeys[i] != 0 {
             if let v = oldValues[i] { insert(v, for: oldKeys[i]) }

@@ -31,9 +31,9 @@ size_t ferry_mask(uint8_t *buf, size_t len, const uint8_t key[4], size_t phase);
 /// Same as ferry_mask but reads `src` and writes `dst` (which may not overlap unless equal).
 size_t ferry_mask_copy(uint8_t *dst, const uint8_t *src, size_t len, const uint8_t key[4], size_t phase);
 
-/// Advances the running zlib-compatible CRC-32 `*crc` over the longest prefix of `buf` it can
-/// fold with PCLMULQDQ (a multiple of 16 bytes, at least 64); returns the bytes consumed, 0 when
-/// the CPU lacks the instructions or `len` is short. The caller finishes the rest with zlib.
+/// Advances the running zlib-compatible CRC-32 `*crc` over `buf` when it can do so quickly
+/// (PCLMULQDQ folding, or a byte table for under 64 bytes) and returns `len`; returns 0,
+/// leaving `*crc` alone, for long input on CPUs without PCLMULQDQ (the caller uses zlib).
 size_t ferry_crc32_prefix(uint32_t *crc, const uint8_t *buf, size_t len);
 
 /// Monotonic clock in nanoseconds.
