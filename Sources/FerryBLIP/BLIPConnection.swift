@@ -51,6 +51,10 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
     private var frameBuffer: [UInt8] = []
     /// Mirrors `closedState` for code on the loop, which need not take the lock.
     private var closedOnLoop: BLIPError?
+    /// The write queue's size after the last mid-read flush.
+    private var flushedAt = 0
+    /// Bytes of replies queued during a read before they are flushed.
+    static let flushEvery = 32 * 1024
     /// Why the connection ended (what pending and later requests fail with), and whether that
     /// was a clean close (1000/1001 with no error) rather than a failure.
     private let closedState = Mutex<(error: BLIPError, clean: Bool)?>(nil)
@@ -272,6 +276,16 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
         do { message = try session.receive(frame: payload) } catch { fail(error); return }
         if let message { dispatch(message) }
         pump()
+        // One read can hold dozens of requests. Replies are coalesced until the read callback
+        // ends; writing them every `flushEvery` bytes instead lets the peer work on the first
+        // replies while these are produced, rather than both sides taking turns.
+        let queued = connection.bufferedByteCount
+        if queued >= flushedAt + Self.flushEvery {
+            connection.tcp.flush()
+            flushedAt = connection.bufferedByteCount
+        } else if queued < flushedAt {
+            flushedAt = queued
+        }
     }
 
     private func dispatch(_ m: BLIPMessage) {

@@ -18,6 +18,9 @@ struct BLIPBench: AsyncParsableCommand {
     var only: String?
     @Flag(name: .customLong("blip-only"), help: "Skip the raw WebSocket side (for profiling BLIP alone).")
     var blipOnly = false
+    @Option(name: .customLong("raw-flush-every"),
+            help: "Make the raw WebSocket peers flush their replies every N bytes within a read, as BLIP does (0: FerryNet's default coalescing).")
+    var rawFlushEvery = 0
 
     func wants(_ row: String) -> Bool { only.map { $0.split(separator: ",").contains(Substring(row)) } ?? true }
 
@@ -30,7 +33,7 @@ struct BLIPBench: AsyncParsableCommand {
         wsConfig.maxMessageSize = 256 << 20
         wsConfig.maxFrameSize = 256 << 20
         let wsServer = try await WebSocketListener.bind(host: "127.0.0.1", port: 0, group: serverGroup, configuration: wsConfig) { _, _ in
-            .accept(subprotocol: nil, handler: Echo())
+            .accept(subprotocol: nil, handler: Echo(flushEvery: rawFlushEvery))
         }
         var blipConfig = BLIPConfiguration()
         blipConfig.maxMessageSize = 256 << 20
@@ -40,6 +43,7 @@ struct BLIPBench: AsyncParsableCommand {
         let blip = try await BLIPConnection.connect(to: "ws://127.0.0.1:\(blipServer.port)/", app: "Bench",
                                                     configuration: blipConfig, group: clientGroup)
         let ws = try await WebSocketDriver.connect(port: wsServer.port, loop: clientGroup.loops[0], configuration: wsConfig)
+        ws.flusher = MidReadFlusher(every: rawFlushEvery)
 
         let kib = [UInt8](repeating: 0x61, count: 1024)
         print("ferry-bench blip: loopback, server and client one event loop each, \(seconds) s per rate cell")
@@ -134,9 +138,27 @@ final class RateCounter: Sendable {
     }
 }
 
+/// Optionally writes what a read callback has queued every `every` bytes (the policy
+/// `BLIPConnection` uses), so the raw rows can be measured with and without it.
+struct MidReadFlusher {
+    let every: Int
+    private var flushedAt = 0
+    init(every: Int) { self.every = every }
+    mutating func afterSend(_ c: WebSocketConnection) {
+        guard every > 0 else { return }
+        let queued = c.bufferedByteCount
+        if queued >= flushedAt + every { c.tcp.flush(); flushedAt = c.bufferedByteCount } else if queued < flushedAt { flushedAt = queued }
+    }
+}
+
 /// Echoes at loop level.
 final class Echo: WebSocketHandler {
-    func webSocket(_ c: WebSocketConnection, didReceive kind: MessageKind, payload: UnsafeRawBufferPointer) { c.send(kind, payload) }
+    var flusher: MidReadFlusher
+    init(flushEvery: Int) { flusher = MidReadFlusher(every: flushEvery) }
+    func webSocket(_ c: WebSocketConnection, didReceive kind: MessageKind, payload: UnsafeRawBufferPointer) {
+        c.send(kind, payload)
+        flusher.afterSend(c)
+    }
     func webSocketDidClose(_ c: WebSocketConnection, code: CloseCode, reason: String, error: WebSocketError?) {}
 }
 
@@ -146,6 +168,7 @@ final class Echo: WebSocketHandler {
 final class WebSocketDriver: WebSocketHandler, @unchecked Sendable {
     var connection: WebSocketConnection?
     var onMessage: ((Int) -> Void)?
+    var flusher = MidReadFlusher(every: 0)
 
     static func connect(port: Int, loop: EventLoop, configuration: WebSocketConfiguration) async throws -> WebSocketDriver {
         let driver = WebSocketDriver()
@@ -157,7 +180,10 @@ final class WebSocketDriver: WebSocketHandler, @unchecked Sendable {
         return driver
     }
 
-    func webSocket(_ c: WebSocketConnection, didReceive kind: MessageKind, payload: UnsafeRawBufferPointer) { onMessage?(payload.count) }
+    func webSocket(_ c: WebSocketConnection, didReceive kind: MessageKind, payload: UnsafeRawBufferPointer) {
+        onMessage?(payload.count)
+        flusher.afterSend(c)
+    }
     func webSocketDidClose(_ c: WebSocketConnection, code: CloseCode, reason: String, error: WebSocketError?) {}
 
     func rate(payload: [UInt8], inFlight: Int, seconds: Double) async throws -> Double {
