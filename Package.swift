@@ -36,7 +36,7 @@ let package = Package(
                 dependencies: ["FerryNet", "CFerrySystem", "COpenSSL",
                                .product(name: "Logging", package: "swift-log")]),
         .target(name: "FerryBLIP",
-                dependencies: ["FerryWebSocket", "FerryNet", "CZlib",
+                dependencies: ["FerryWebSocket", "FerryNet", "CFerrySystem", "CZlib",
                                .product(name: "Logging", package: "swift-log")]),
         .executableTarget(name: "ferry-echo",
                           dependencies: ["FerryWebSocket", "FerryNet", "FerryBLIP",

@@ -1,3 +1,4 @@
+import CFerrySystem
 import CZlib
 
 /// One direction's raw-DEFLATE compressor, shared by every compressed frame of a connection
@@ -101,8 +102,15 @@ private func zlibInflate(_ s: UnsafeMutablePointer<z_stream>, _ flush: Int32) ->
 struct BLIPChecksum {
     private(set) var value: UInt32 = 0
 
+    /// Advances the checksum over `bytes`: the carry-less-multiply fold in C, or zlib on CPUs
+    /// without PCLMULQDQ.
     mutating func update(_ bytes: UnsafeRawBufferPointer) {
-        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        value = UInt32(crc32(uLong(value), base.assumingMemoryBound(to: Bytef.self), uInt(bytes.count)))
+        guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count > 0 else { return }
+        var crc = value
+        let folded = ferry_crc32_prefix(&crc, base, bytes.count)
+        if folded < bytes.count {
+            crc = UInt32(crc32(uLong(crc), base + folded, uInt(bytes.count - folded)))
+        }
+        value = crc
     }
 }

@@ -41,9 +41,20 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
     public let loop: EventLoop
     private let session: BLIPSession
     private var ws: WebSocketConnection?
-    private var pending: [UInt64: (Result<BLIPMessage, BLIPError>) -> Void] = [:]
+    private var pending = NumberMap<(Result<BLIPMessage, BLIPError>) -> Void>()
     private var handlers: [String: Handler] = [:]
     private var defaultHandler: Handler?
+    /// The last profile dispatched and its handler: a string compare instead of hashing the
+    /// profile for every request of a steady stream (cleared when handlers change).
+    private var lastRoute: (profile: String, handler: Handler)?
+    /// The frame being written, reused for every frame.
+    private var frameBuffer: [UInt8] = []
+    /// Mirrors `closedState` for code on the loop, which need not take the lock.
+    private var closedOnLoop: BLIPError?
+    /// The write queue's size after the last mid-read flush.
+    private var flushedAt = 0
+    /// Bytes of replies queued during a read before they are flushed.
+    static let flushEvery = 32 * 1024
     /// Why the connection ended (what pending and later requests fail with), and whether that
     /// was a clean close (1000/1001 with no error) rather than a failure.
     private let closedState = Mutex<(error: BLIPError, clean: Bool)?>(nil)
@@ -125,12 +136,12 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
 
     /// Routes requests whose `Profile` is `profile` to `handler` (on the loop thread).
     public func register(profile: String, _ handler: @escaping Handler) {
-        onLoop { $0.handlers[profile] = handler }
+        onLoop { $0.handlers[profile] = handler; $0.lastRoute = nil }
     }
 
     /// Receives requests no registered profile matched (instead of the automatic 404).
     public func registerDefault(_ handler: @escaping Handler) {
-        onLoop { $0.defaultHandler = handler }
+        onLoop { $0.defaultHandler = handler; $0.lastRoute = nil }
     }
 
     private func onLoop(_ body: @escaping @Sendable (BLIPConnection) -> Void) {
@@ -144,10 +155,16 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
     /// Resumes reading after `pauseReading()`.
     public func resumeReading() { onLoop { $0.ws?.resumeReading() } }
 
-    /// Flow-control figures, read on the loop: message bytes sent, and whether a message is
-    /// frozen waiting for the peer's ACKs.
-    public func flowState() async -> (bytesSent: Int, frozen: Bool) {
-        await withCheckedContinuation { c in onLoop { c.resume(returning: ($0.session.messageBytesSent, $0.session.hasFrozenMessage)) } }
+    /// Flow-control figures of the sending side, read on the loop.
+    public func flowState() async -> BLIPFlowState {
+        await withCheckedContinuation { c in
+            onLoop { conn in
+                c.resume(returning: BLIPFlowState(bytesSent: conn.session.messageBytesSent,
+                                                  unacknowledgedBytes: conn.session.unacknowledgedBytes,
+                                                  bufferedBytes: conn.ws?.bufferedByteCount ?? 0,
+                                                  frozen: conn.session.hasFrozenMessage))
+            }
+        }
     }
 
     // MARK: Sending
@@ -155,16 +172,20 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
     /// Sends a request; `completion` runs on the loop with its response (an ERR response is a
     /// `.errorResponse` failure). NoReply requests complete as soon as they are queued.
     public func send(_ request: BLIPMessage, completion: @escaping @Sendable (Result<BLIPMessage, BLIPError>) -> Void) {
-        onLoop { conn in
-            if let e = conn.closedState.withLock({ $0?.error }) { completion(.failure(e)); return }
-            let number = conn.session.send(request: request)
-            if request.isNoReply {
-                completion(.success(BLIPMessage(type: .response, number: number)))
-            } else {
-                conn.pending[number] = completion
-            }
-            conn.pump()
+        // Called on the loop (from a handler or a completion) it runs at once, with no closure
+        // allocated for the hop.
+        if loop.inEventLoop { sendOnLoop(request, completion) } else { loop.execute { self.sendOnLoop(request, completion) } }
+    }
+
+    private func sendOnLoop(_ request: BLIPMessage, _ completion: @escaping (Result<BLIPMessage, BLIPError>) -> Void) {
+        if let e = closedOnLoop ?? closedState.withLock({ $0?.error }) { completion(.failure(e)); return }
+        let number = session.send(request: request)
+        if request.isNoReply {
+            completion(.success(BLIPMessage(type: .response, number: number)))
+        } else {
+            pending.insert(completion, for: number)
         }
+        pump()
     }
 
     /// Sends a request and waits for its response. Throws `.errorResponse` for an ERR reply and
@@ -177,21 +198,28 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
     }
 
     func sendResponse(_ reply: BLIPMessage, to number: UInt64) {
-        onLoop { conn in
-            do { try conn.session.send(response: reply, to: number) } catch {
-                conn.logger.warning("cannot respond", metadata: ["request": "\(number)", "error": "\(error)"])
-                return
-            }
-            conn.pump()
+        if loop.inEventLoop { sendResponseOnLoop(reply, number) } else { loop.execute { self.sendResponseOnLoop(reply, number) } }
+    }
+
+    private func sendResponseOnLoop(_ reply: BLIPMessage, _ number: UInt64) {
+        do { try session.send(response: reply, to: number) } catch {
+            logger.warning("cannot respond", metadata: ["request": "\(number)", "error": "\(error)"])
+            return
         }
+        pump()
     }
 
     /// Writes frames while the socket takes them; flow control and writability pause it.
     private func pump() {
         guard let ws, ws.isOpen else { return }
+        // The buffer is borrowed for the whole loop: one access to the stored property, not one
+        // per frame (dynamic exclusivity checks showed in profiles).
+        var buffer = frameBuffer
+        frameBuffer = []
+        defer { frameBuffer = buffer }
         do throws(BLIPError) {
-            while ws.isWritable, let frame = try session.nextFrame() {
-                ws.send(.binary, frame)
+            while ws.isWritable, try session.nextFrame(into: &buffer) {
+                ws.send(.binary, buffer)
             }
         } catch {
             fail(error)
@@ -219,14 +247,15 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
     private func fail(_ error: BLIPError) {
         logger.warning("closing BLIP connection", metadata: ["error": "\(error)"])
         closedState.withLock { if $0 == nil { $0 = (error, false) } }
+        closedOnLoop = closedOnLoop ?? error
         ws?.close(code: .internalError, reason: "\(error)")
         failPending(error)
     }
 
     private func failPending(_ error: BLIPError) {
-        let p = pending
-        pending = [:]
-        for (_, c) in p { c(.failure(error)) }
+        let p = pending.allValues
+        pending.removeAll()
+        for c in p { c(.failure(error)) }
     }
 
     // MARK: WebSocketHandler
@@ -247,13 +276,23 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
         do { message = try session.receive(frame: payload) } catch { fail(error); return }
         if let message { dispatch(message) }
         pump()
+        // One read can hold dozens of requests. Replies are coalesced until the read callback
+        // ends; writing them every `flushEvery` bytes instead lets the peer work on the first
+        // replies while these are produced, rather than both sides taking turns.
+        let queued = connection.bufferedByteCount
+        if queued >= flushedAt + Self.flushEvery {
+            connection.tcp.flush()
+            flushedAt = connection.bufferedByteCount
+        } else if queued < flushedAt {
+            flushedAt = queued
+        }
     }
 
     private func dispatch(_ m: BLIPMessage) {
         switch m.type {
         case .request:
             let request = BLIPIncomingRequest(message: m, connection: self)
-            if let h = m.profile.flatMap({ handlers[$0] }) ?? defaultHandler {
+            if let h = route(m.profile) {
                 h(request)
             } else if !m.isNoReply {
                 request.respondError(domain: "BLIP", code: 404, message: BLIPConstants.noHandlerMessage)
@@ -265,6 +304,15 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
         default:
             break
         }
+    }
+
+    /// The handler for a profile (or the default one).
+    private func route(_ profile: String?) -> Handler? {
+        guard let profile else { return defaultHandler }
+        if let r = lastRoute, r.profile == profile { return r.handler }
+        guard let h = handlers[profile] ?? defaultHandler else { return nil }
+        lastRoute = (profile, h)
+        return h
     }
 
     public func webSocket(_ connection: WebSocketConnection, writabilityChanged writable: Bool) {
@@ -280,6 +328,7 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
             return s ?? (.disconnected("closed"), false)
         }
         let err = state.error
+        closedOnLoop = err
         failPending(err)
         openWaiter?(.failure(err))
         openWaiter = nil

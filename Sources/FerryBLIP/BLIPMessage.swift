@@ -49,9 +49,12 @@ public struct BLIPMessage: Sendable, Equatable {
     /// The head of the message stream before framing: varint(len(properties)) ‖ properties.
     /// The body follows it on the wire.
     public func encodedPrefix() -> [UInt8] {
-        let p = properties.encoded()
-        var out = Varint.encode(UInt64(p.count))
-        out.append(contentsOf: p)
+        // One exactly sized allocation: this runs once per message sent.
+        let length = properties.encodedLength
+        var out: [UInt8] = []
+        out.reserveCapacity(length + 10)
+        Varint.write(UInt64(length), into: &out)
+        properties.encode(into: &out)
         return out
     }
 

@@ -40,11 +40,20 @@ public struct BLIPProperties: Sendable, Equatable, Sequence, ExpressibleByDictio
     /// The encoded block `key NUL value NUL …` (without the length varint).
     public func encoded() -> [UInt8] {
         var out: [UInt8] = []
+        out.reserveCapacity(encodedLength)
+        encode(into: &out)
+        return out
+    }
+
+    /// The length of `encoded()`.
+    public var encodedLength: Int { pairs.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count + 2 } }
+
+    /// Appends the encoded block to `out`.
+    public func encode(into out: inout [UInt8]) {
         for (k, v) in pairs {
             out.append(contentsOf: k.utf8); out.append(0)
             out.append(contentsOf: v.utf8); out.append(0)
         }
-        return out
     }
 
     /// Decodes a properties block. Throws unless it is NUL-terminated, has an even number of
@@ -52,21 +61,29 @@ public struct BLIPProperties: Sendable, Equatable, Sequence, ExpressibleByDictio
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws(BLIPError) -> BLIPProperties {
         if bytes.isEmpty { return BLIPProperties() }
         guard bytes[bytes.count - 1] == 0 else { throw .protocolError("properties not NUL-terminated") }
-        var strings: [String] = []
+        // Pairs are built as the NULs are found, with no intermediate array of strings: this runs
+        // once per message received.
+        var props = BLIPProperties()
+        var key: String?
         var start = 0
+        var seen: Set<String>?
         for i in 0..<bytes.count where bytes[i] == 0 {
             let slice = UnsafeRawBufferPointer(rebasing: bytes[start..<i])
             guard let s = String(validating: slice, as: UTF8.self) else { throw .protocolError("properties not UTF-8") }
-            strings.append(s)
             start = i + 1
+            guard let k = key else { key = s; continue }
+            key = nil
+            // A linear scan finds duplicates among the usual handful of keys; a set takes over
+            // for long lists so a hostile block cannot cost quadratic time.
+            if props.pairs.count < 16 {
+                if props.pairs.contains(where: { $0.key == k }) { throw .protocolError("duplicate property \(k)") }
+            } else {
+                if seen == nil { seen = Set(props.pairs.map(\.key)) }
+                guard seen?.insert(k).inserted ?? true else { throw .protocolError("duplicate property \(k)") }
+            }
+            props.pairs.append((key: k, value: s))
         }
-        guard strings.count % 2 == 0 else { throw .protocolError("odd number of property strings") }
-        var props = BLIPProperties()
-        var seen = Set<String>()
-        for i in stride(from: 0, to: strings.count, by: 2) {
-            guard seen.insert(strings[i]).inserted else { throw .protocolError("duplicate property \(strings[i])") }
-            props.pairs.append((key: strings[i], value: strings[i + 1]))
-        }
+        guard key == nil else { throw .protocolError("odd number of property strings") }
         return props
     }
 }

@@ -16,21 +16,26 @@ public struct BLIPConfiguration: Sendable {
 public final class BLIPSession {
     /// The limits.
     public let configuration: BLIPConfiguration
-    private var outbox: [OutgoingMessage] = []
+    private var outbox = Outbox()
     private var acks: [[UInt8]] = []
-    private var outgoingRequests: [UInt64: OutgoingMessage] = [:]
-    private var outgoingResponses: [UInt64: OutgoingMessage] = [:]
-    private var incomingRequests: [UInt64: IncomingMessage] = [:]
-    private var incomingResponses: [UInt64: IncomingMessage] = [:]
-    /// Requests we sent that expect a response, by number.
-    private var awaitingResponse = Set<UInt64>()
+    /// Messages with frames left to send after their first, by number: what ACKs look up.
+    /// Single-frame messages, the common case, never enter these tables.
+    private var outgoingRequests = NumberMap<OutgoingMessage>()
+    private var outgoingResponses = NumberMap<OutgoingMessage>()
+    /// Messages partly received (more frames coming), by number.
+    private var incomingRequests = NumberMap<IncomingMessage>()
+    private var incomingResponses = NumberMap<IncomingMessage>()
+    /// Requests we sent that expect a response, by number (the value is unused).
+    private var awaitingResponse = NumberMap<Bool>()
     /// Requests we received that expect a response, by number, with their urgency.
-    private var owedResponses: [UInt64: Bool] = [:]
+    private var owedResponses = NumberMap<Bool>()
     private var nextRequestNumber: UInt64 = 1
     private var lastIncomingRequest: UInt64 = 0
     private var outCRC = BLIPChecksum()
     /// Reused for the rare frame that spans a message's properties and body.
     private var scratch: [UInt8] = []
+    /// Reused for a compressed frame's inflated payload.
+    private var inflated: [UInt8] = []
     private var inCRC = BLIPChecksum()
     private lazy var deflater = BLIPDeflater(level: configuration.compressionLevel)
     private lazy var inflater = BLIPInflater(maxOutput: configuration.maxMessageSize + 64)
@@ -51,8 +56,7 @@ public final class BLIPSession {
         var flags = request.flags.intersection([.urgent, .compressed, .noReply])
         if configuration.compressionLevel == 0 { flags.remove(.compressed) }
         let m = OutgoingMessage(type: .request, number: number, flags: flags, message: request)
-        if !flags.contains(.noReply) { awaitingResponse.insert(number) }
-        outgoingRequests[number] = m
+        if !flags.contains(.noReply) { awaitingResponse.insert(true, for: number) }
         enqueue(m)
         return number
     }
@@ -68,9 +72,7 @@ public final class BLIPSession {
         if urgent { flags.insert(.urgent) }
         if configuration.compressionLevel == 0 { flags.remove(.compressed) }
         let type: BLIPMessageType = response.type == .error ? .error : .response
-        let m = OutgoingMessage(type: type, number: number, flags: flags, message: response)
-        outgoingResponses[number] = m
-        enqueue(m)
+        enqueue(OutgoingMessage(type: type, number: number, flags: flags, message: response))
     }
 
     /// Queues an error response to request `number`.
@@ -85,46 +87,80 @@ public final class BLIPSession {
 
     /// True when some outgoing message waits for an ACK before it may send more.
     public var hasFrozenMessage: Bool {
-        outgoingRequests.values.contains { $0.frozen } || outgoingResponses.values.contains { $0.frozen }
+        outgoingRequests.allValues.contains { $0.frozen } || outgoingResponses.allValues.contains { $0.frozen }
+    }
+
+    /// Wire bytes sent and not yet acknowledged, summed over the messages still being sent:
+    /// what flow control bounds (each message freezes at 128,000).
+    public var unacknowledgedBytes: Int {
+        outgoingRequests.allValues.reduce(0) { $0 + $1.unacked } + outgoingResponses.allValues.reduce(0) { $0 + $1.unacked }
     }
 
     /// The next frame to send as one WebSocket binary message, or nil if nothing can go now
     /// (empty queue, or every message frozen awaiting ACKs).
     public func nextFrame() throws(BLIPError) -> [UInt8]? {
-        if !acks.isEmpty { return acks.removeFirst() }
-        guard !outbox.isEmpty else { return nil }
-        let m = outbox.removeFirst()
+        var frame: [UInt8] = []
+        return try nextFrame(into: &frame) ? frame : nil
+    }
+
+    /// Writes the next frame into `frame` (replacing its contents, keeping its capacity, so a
+    /// connection reuses one buffer for every frame). Returns false, leaving `frame` empty, if
+    /// nothing can go now.
+    public func nextFrame(into frame: inout [UInt8]) throws(BLIPError) -> Bool {
+        frame.removeAll(keepingCapacity: true)
+        if !acks.isEmpty { frame.append(contentsOf: acks.removeFirst()); return true }
+        guard let m = outbox.popFirst() else { return false }
         let nextIsUrgent = outbox.first?.isUrgent ?? false
         let budget = (!m.isUrgent && nextIsUrgent) ? BLIPConstants.frameSizeBeforeUrgent : BLIPConstants.maxFrameSize
-        var frame: [UInt8] = []
-        // Room for this frame only: most messages are far smaller than the 16 KiB budget.
-        frame.reserveCapacity(min(budget, m.count - m.offset + 16) + 64)
+        let offset = m.offset
+        let count = m.count
+        frame.reserveCapacity(min(budget, count - offset + 16) + 64)
         Varint.write(m.number, into: &frame)
         let headerLength = frame.count + 1
-        let take = min(m.count - m.offset, budget - headerLength - 4)
-        let more = m.offset + take < m.count
+        let take = min(count - offset, budget - headerLength - 4)
+        let more = offset + take < count
         var flags = BLIPFlags(type: m.type, m.flags)
         if more { flags.insert(.moreComing) }
         frame.append(flags.rawValue)
-        try m.withSlice(m.offset, take, scratch: &scratch) { (slice) throws(BLIPError) in
-            outCRC.update(slice)
-            if m.flags.contains(.compressed) {
-                try deflater.compress(slice, into: &frame)
-            } else {
-                frame.append(contentsOf: slice)
+        let compressed = m.flags.contains(.compressed)
+        // The running checksum is updated in a local copy: one access to the stored property
+        // instead of one per update.
+        var running = outCRC
+        if !compressed && offset == 0 && !more {
+            // A whole uncompressed message in one frame (the common case): its properties are
+            // encoded straight into the frame, with no separate head buffer.
+            let start = frame.count
+            m.writePrefix(into: &frame)
+            frame.append(contentsOf: m.body)
+            frame.withUnsafeBytes { running.update(UnsafeRawBufferPointer(rebasing: $0[start...])) }
+        } else {
+            try m.withSlice(offset, take, scratch: &scratch) { (slice) throws(BLIPError) in
+                running.update(slice)
+                if compressed {
+                    try deflater.compress(slice, into: &frame)
+                } else {
+                    frame.append(contentsOf: slice)
+                }
             }
         }
-        let crc = outCRC.value
-        frame.append(contentsOf: [UInt8(crc >> 24), UInt8(crc >> 16 & 0xFF), UInt8(crc >> 8 & 0xFF), UInt8(crc & 0xFF)])
-        m.offset += take
+        outCRC = running
+        let crc = running.value
+        withUnsafeBytes(of: crc.bigEndian) { frame.append(contentsOf: $0) }
+        m.offset = offset + take
         m.bytesSent += frame.count - headerLength
         messageBytesSent += frame.count
         if more {
+            if !m.registered {
+                // Now that it spans frames, ACKs may name it.
+                m.registered = true
+                if m.type == .request { outgoingRequests.insert(m, for: m.number) } else { outgoingResponses.insert(m, for: m.number) }
+            }
             if m.unacked >= BLIPConstants.maxUnackedBytes { m.frozen = true } else { enqueue(m) }
-        } else {
-            if m.type == .request { outgoingRequests[m.number] = nil } else { outgoingResponses[m.number] = nil }
+        } else if m.registered {
+            if m.type == .request { _ = outgoingRequests.removeValue(forKey: m.number) }
+            else { _ = outgoingResponses.removeValue(forKey: m.number) }
         }
-        return frame
+        return true
     }
 
     /// Inserts a message per Protocol/blip.md §2.9: normal ones at the tail; urgent ones after
@@ -162,30 +198,36 @@ public final class BLIPSession {
         let payload = UnsafeRawBufferPointer(rebasing: bytes[headerLength..<(bytes.count - 4)])
         let sent = UInt32(bytes[bytes.count - 4]) << 24 | UInt32(bytes[bytes.count - 3]) << 16
             | UInt32(bytes[bytes.count - 2]) << 8 | UInt32(bytes[bytes.count - 1])
+        let more = flags.contains(.moreComing)
+
+        if !more && !flags.contains(.compressed) && partial(type, number) == nil {
+            // The common case, a whole uncompressed message in one frame: parsed straight from
+            // the frame, with no reassembly buffer and no table entry.
+            try acceptNewMessage(type: type, number: number)
+            var running = inCRC
+            running.update(payload)
+            inCRC = running
+            guard running.value == sent else { throw .protocolError("checksum mismatch on \(type) #\(number)") }
+            if payload.count > configuration.maxMessageSize + 16 {
+                throw .protocolError("message #\(number) exceeds \(configuration.maxMessageSize) bytes")
+            }
+            let message = try IncomingMessage.parse(type: type, number: number, flags: flags, stream: payload)
+            if type == .request && !message.isNoReply { owedResponses.insert(message.isUrgent, for: number) }
+            return message
+        }
 
         let msg = try incomingMessage(type: type, number: number, flags: flags)
-        guard let msg else { return nil }
-        let before = msg.stream.count
         if flags.contains(.compressed) {
-            try inflater.decompress(payload, into: &msg.stream)
+            inflated.removeAll(keepingCapacity: true)
+            try inflater.decompress(payload, into: &inflated)
+            try inflated.withUnsafeBytes { raw in Result { () throws(BLIPError) in try absorb(raw, into: msg) } }.get()
+            // A frame inflates to at most a few times 16 KiB; do not keep a freak's buffer.
+            if inflated.capacity > 256 * 1024 { inflated = [] }
         } else {
-            msg.stream.append(contentsOf: payload)
+            try absorb(payload, into: msg)
         }
-        msg.stream.withUnsafeBytes { inCRC.update(UnsafeRawBufferPointer(rebasing: $0[before...])) }
         guard inCRC.value == sent else { throw .protocolError("checksum mismatch on \(type) #\(number)") }
-        if msg.stream.count > configuration.maxMessageSize + 16 {
-            throw .protocolError("message #\(number) exceeds \(configuration.maxMessageSize) bytes")
-        }
-        if !msg.propertiesChecked {
-            // Refuse an oversized properties block as soon as its length arrives, not at the end.
-            let len: UInt64?? = try? msg.stream.withUnsafeBytes { raw in try Varint.read(raw, at: 0).map { $0.0 } }
-            if case let .some(.some(l)) = len {
-                guard l <= UInt64(BLIPConstants.maxPropertiesSize) else { throw .protocolError("properties larger than 100 KiB") }
-                msg.propertiesChecked = true
-            }
-        }
         msg.bytesReceived += payload.count + 4
-        let more = flags.contains(.moreComing)
         if more {
             if msg.bytesReceived - msg.bytesAcked >= BLIPConstants.ackInterval {
                 msg.bytesAcked = msg.bytesReceived
@@ -197,30 +239,53 @@ public final class BLIPSession {
             }
             return nil
         }
-        if type == .request { incomingRequests[number] = nil } else { incomingResponses[number] = nil }
+        if type == .request { _ = incomingRequests.removeValue(forKey: number) } else { _ = incomingResponses.removeValue(forKey: number) }
         let complete = try msg.complete()
-        if type == .request && !complete.isNoReply { owedResponses[number] = complete.isUrgent }
+        if type == .request && !complete.isNoReply { owedResponses.insert(complete.isUrgent, for: number) }
         return complete
     }
 
-    private func incomingMessage(type: BLIPMessageType, number: UInt64, flags: BLIPFlags) throws(BLIPError) -> IncomingMessage? {
+    /// Checksums a frame's (uncompressed) payload and appends it to the message, enforcing the
+    /// message and properties size limits as the bytes arrive.
+    private func absorb(_ bytes: UnsafeRawBufferPointer, into msg: IncomingMessage) throws(BLIPError) {
+        inCRC.update(bytes)
+        if msg.count + bytes.count > configuration.maxMessageSize + 16 {
+            throw .protocolError("message #\(msg.number) exceeds \(configuration.maxMessageSize) bytes")
+        }
+        msg.append(bytes)
+        if !msg.propertiesChecked {
+            // Refuse an oversized properties block as soon as its length arrives, not at the end.
+            if let len = try msg.propertiesLength() {
+                guard len <= UInt64(BLIPConstants.maxPropertiesSize) else { throw .protocolError("properties larger than 100 KiB") }
+                msg.propertiesChecked = true
+            }
+        }
+    }
+
+    /// The partly received message `number` of this kind, if any.
+    private func partial(_ type: BLIPMessageType, _ number: UInt64) -> IncomingMessage? {
+        if type == .request { return incomingRequests.isEmpty ? nil : incomingRequests[number] }
+        return incomingResponses.isEmpty ? nil : incomingResponses[number]
+    }
+
+    /// Checks that a frame may start message `number`: requests arrive in sequence; a response
+    /// must answer a request of ours that wants one and has none yet (LiteCore's rule).
+    private func acceptNewMessage(type: BLIPMessageType, number: UInt64) throws(BLIPError) {
         if type == .request {
-            if let m = incomingRequests[number] { return m }
-            guard number == lastIncomingRequest + 1 else {
-                throw .protocolError("request #\(number) out of sequence (expected #\(lastIncomingRequest + 1))")
+            guard number == lastIncomingRequest &+ 1 else {
+                throw .protocolError("request #\(number) out of sequence (expected #\(lastIncomingRequest &+ 1))")
             }
             lastIncomingRequest = number
-            let m = IncomingMessage(type: type, number: number, flags: flags)
-            incomingRequests[number] = m
-            return m
-        }
-        if let m = incomingResponses[number] { return m }
-        // A response to a NoReply, already answered or never sent request is fatal (LiteCore's rule).
-        guard awaitingResponse.remove(number) != nil else {
+        } else if awaitingResponse.removeValue(forKey: number) == nil {
             throw .protocolError("unexpected response to request #\(number)")
         }
+    }
+
+    private func incomingMessage(type: BLIPMessageType, number: UInt64, flags: BLIPFlags) throws(BLIPError) -> IncomingMessage {
+        if let m = partial(type, number) { return m }
+        try acceptNewMessage(type: type, number: number)
         let m = IncomingMessage(type: type, number: number, flags: flags)
-        incomingResponses[number] = m
+        if type == .request { incomingRequests.insert(m, for: number) } else { incomingResponses.insert(m, for: number) }
         return m
     }
 

@@ -10,6 +10,13 @@ public enum Varint {
         out.append(UInt8(v))
     }
 
+    /// The number of bytes `value`'s encoding takes.
+    public static func length(_ value: UInt64) -> Int {
+        var v = value, n = 1
+        while v >= 0x80 { v >>= 7; n += 1 }
+        return n
+    }
+
     /// The encoding of `value`.
     public static func encode(_ value: UInt64) -> [UInt8] {
         var out: [UInt8] = []

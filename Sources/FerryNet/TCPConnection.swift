@@ -164,6 +164,15 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         closeNow(error: error)
     }
 
+    /// Writes what is queued now, even inside a read callback (where writes are otherwise
+    /// coalesced until the callback returns). A protocol that turns one large read into many
+    /// replies calls it every so often so the peer can start on the first replies while the
+    /// rest are produced.
+    public func flush() {
+        loop.preconditionInLoop()
+        flushNow()
+    }
+
     /// Shuts down the sending side after queued bytes are written (TCP half-close).
     public func shutdownOutput() {
         loop.preconditionInLoop()

@@ -14,6 +14,15 @@ struct BLIPBench: AsyncParsableCommand {
 
     @Option(help: "Seconds per rate measurement.") var seconds = 3.0
     @Option(name: .customLong("big-mib"), help: "Body size for the throughput runs, in MiB.") var bigMiB = 64
+    @Option(help: "Run only these rows (comma-separated: rate1, rate64, json64, big, bigjson); for profiling.")
+    var only: String?
+    @Flag(name: .customLong("blip-only"), help: "Skip the raw WebSocket side (for profiling BLIP alone).")
+    var blipOnly = false
+    @Option(name: .customLong("raw-flush-every"),
+            help: "Make the raw WebSocket peers flush their replies every N bytes within a read, as BLIP does (0: FerryNet's default coalescing).")
+    var rawFlushEvery = 0
+
+    func wants(_ row: String) -> Bool { only.map { $0.split(separator: ",").contains(Substring(row)) } ?? true }
 
     func run() async throws {
         signal(SIGPIPE, SIG_IGN)
@@ -24,7 +33,7 @@ struct BLIPBench: AsyncParsableCommand {
         wsConfig.maxMessageSize = 256 << 20
         wsConfig.maxFrameSize = 256 << 20
         let wsServer = try await WebSocketListener.bind(host: "127.0.0.1", port: 0, group: serverGroup, configuration: wsConfig) { _, _ in
-            .accept(subprotocol: nil, handler: Echo())
+            .accept(subprotocol: nil, handler: Echo(flushEvery: rawFlushEvery))
         }
         var blipConfig = BLIPConfiguration()
         blipConfig.maxMessageSize = 256 << 20
@@ -34,28 +43,34 @@ struct BLIPBench: AsyncParsableCommand {
         let blip = try await BLIPConnection.connect(to: "ws://127.0.0.1:\(blipServer.port)/", app: "Bench",
                                                     configuration: blipConfig, group: clientGroup)
         let ws = try await WebSocketDriver.connect(port: wsServer.port, loop: clientGroup.loops[0], configuration: wsConfig)
+        ws.flusher = MidReadFlusher(every: rawFlushEvery)
 
         let kib = [UInt8](repeating: 0x61, count: 1024)
         print("ferry-bench blip: loopback, server and client one event loop each, \(seconds) s per rate cell")
         print("workload                          raw WebSocket      BLIP        BLIP/raw")
-        for inFlight in [1, 64] {
-            let w = try await ws.rate(payload: kib, inFlight: inFlight, seconds: seconds)
+        for inFlight in [1, 64] where wants("rate\(inFlight)") {
+            let w = blipOnly ? .nan : try await ws.rate(payload: kib, inFlight: inFlight, seconds: seconds)
             let b = try await blipRate(blip, body: kib, compressed: false, inFlight: inFlight)
             row("1 KiB round trips, \(inFlight) in flight", w, b, unit: "msg/s")
         }
-        let json = jsonLike(1024)
-        let wj = try await ws.rate(payload: json, inFlight: 64, seconds: seconds)
-        let bj = try await blipRate(blip, body: json, compressed: true, inFlight: 64)
-        row("1 KiB JSON, compressed, 64 in flight", wj, bj, unit: "msg/s")
-
-        let big = noise(bigMiB << 20)
-        let wt = try await ws.throughput(payload: big)
-        let bt = try await blipThroughput(blip, body: big, compressed: false)
-        row("\(bigMiB) MiB body echo", wt, bt, unit: "MB/s")
-        let bigJSON = jsonLike(bigMiB << 20)
-        let wtj = try await ws.throughput(payload: bigJSON)
-        let btj = try await blipThroughput(blip, body: bigJSON, compressed: true)
-        row("\(bigMiB) MiB JSON echo, compressed", wtj, btj, unit: "MB/s")
+        if wants("json64") {
+            let json = jsonLike(1024)
+            let wj = blipOnly ? .nan : try await ws.rate(payload: json, inFlight: 64, seconds: seconds)
+            let bj = try await blipRate(blip, body: json, compressed: true, inFlight: 64)
+            row("1 KiB JSON, compressed, 64 in flight", wj, bj, unit: "msg/s")
+        }
+        if wants("big") {
+            let big = noise(bigMiB << 20)
+            let wt = blipOnly ? .nan : try await ws.throughput(payload: big)
+            let bt = try await blipThroughput(blip, body: big, compressed: false)
+            row("\(bigMiB) MiB body echo", wt, bt, unit: "MB/s")
+        }
+        if wants("bigjson") {
+            let bigJSON = jsonLike(bigMiB << 20)
+            let wtj = blipOnly ? .nan : try await ws.throughput(payload: bigJSON)
+            let btj = try await blipThroughput(blip, body: bigJSON, compressed: true)
+            row("\(bigMiB) MiB JSON echo, compressed", wtj, btj, unit: "MB/s")
+        }
         print("peak RSS (both peers, one process): \(peakRSSMiB()) MiB")
         await blip.close()
         await blipServer.close()
@@ -72,15 +87,18 @@ struct BLIPBench: AsyncParsableCommand {
         let counter = RateCounter(deadline: ferry_monotonic_ns() + UInt64(seconds * 1e9))
         let request = BLIPMessage.request(profile: "echo", body: body, compressed: compressed)
         let start = ferry_monotonic_ns()
+        // One completion closure for every request, as the raw side has one message callback:
+        // the measurement is of BLIP, not of allocating a closure per send.
+        let refire = Refire()
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             let finish = counter.makeFinish(inFlight: inFlight, done)
-            @Sendable func fire() {
-                conn.send(request) { _ in
-                    if counter.tick() { fire() } else { finish() }
-                }
+            let completion: @Sendable (Result<BLIPMessage, BLIPError>) -> Void = { _ in
+                if counter.tick() { refire.fire?() } else { finish() }
             }
-            for _ in 0..<inFlight { fire() }
+            refire.fire = { conn.send(request, completion: completion) }
+            for _ in 0..<inFlight { refire.fire?() }
         }
+        refire.fire = nil   // breaks the closure ↔ holder cycle
         return Double(counter.count) / (Double(ferry_monotonic_ns() - start) / 1e9)
     }
 
@@ -90,6 +108,14 @@ struct BLIPBench: AsyncParsableCommand {
         guard reply.body.count == body.count else { throw ValidationError("echo lost bytes") }
         return Double(2 * body.count) / 1e6 / (Double(ferry_monotonic_ns() - start) / 1e9)
     }
+}
+
+/// Holds the send closure that the completion calls back into (the two refer to each other).
+///
+/// Safety of `@unchecked Sendable`: `fire` is set before the first request is sent, read by
+/// completions on the client loop, and cleared only after the last completion has run.
+final class Refire: @unchecked Sendable {
+    var fire: (@Sendable () -> Void)?
 }
 
 /// Counts completions until a deadline; shared by the loop's callbacks.
@@ -112,9 +138,27 @@ final class RateCounter: Sendable {
     }
 }
 
+/// Optionally writes what a read callback has queued every `every` bytes (the policy
+/// `BLIPConnection` uses), so the raw rows can be measured with and without it.
+struct MidReadFlusher {
+    let every: Int
+    private var flushedAt = 0
+    init(every: Int) { self.every = every }
+    mutating func afterSend(_ c: WebSocketConnection) {
+        guard every > 0 else { return }
+        let queued = c.bufferedByteCount
+        if queued >= flushedAt + every { c.tcp.flush(); flushedAt = c.bufferedByteCount } else if queued < flushedAt { flushedAt = queued }
+    }
+}
+
 /// Echoes at loop level.
 final class Echo: WebSocketHandler {
-    func webSocket(_ c: WebSocketConnection, didReceive kind: MessageKind, payload: UnsafeRawBufferPointer) { c.send(kind, payload) }
+    var flusher: MidReadFlusher
+    init(flushEvery: Int) { flusher = MidReadFlusher(every: flushEvery) }
+    func webSocket(_ c: WebSocketConnection, didReceive kind: MessageKind, payload: UnsafeRawBufferPointer) {
+        c.send(kind, payload)
+        flusher.afterSend(c)
+    }
     func webSocketDidClose(_ c: WebSocketConnection, code: CloseCode, reason: String, error: WebSocketError?) {}
 }
 
@@ -124,6 +168,7 @@ final class Echo: WebSocketHandler {
 final class WebSocketDriver: WebSocketHandler, @unchecked Sendable {
     var connection: WebSocketConnection?
     var onMessage: ((Int) -> Void)?
+    var flusher = MidReadFlusher(every: 0)
 
     static func connect(port: Int, loop: EventLoop, configuration: WebSocketConfiguration) async throws -> WebSocketDriver {
         let driver = WebSocketDriver()
@@ -135,7 +180,10 @@ final class WebSocketDriver: WebSocketHandler, @unchecked Sendable {
         return driver
     }
 
-    func webSocket(_ c: WebSocketConnection, didReceive kind: MessageKind, payload: UnsafeRawBufferPointer) { onMessage?(payload.count) }
+    func webSocket(_ c: WebSocketConnection, didReceive kind: MessageKind, payload: UnsafeRawBufferPointer) {
+        onMessage?(payload.count)
+        flusher.afterSend(c)
+    }
     func webSocketDidClose(_ c: WebSocketConnection, code: CloseCode, reason: String, error: WebSocketError?) {}
 
     func rate(payload: [UInt8], inFlight: Int, seconds: Double) async throws -> Double {

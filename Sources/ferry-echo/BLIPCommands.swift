@@ -14,11 +14,15 @@ struct BLIPServe: AsyncParsableCommand {
     @Option(help: "Port to bind; 0 picks a free one (printed on start).") var port = 9002
     @Option(help: "The app protocol id: the server speaks BLIP_3+<app>.") var app = "FerryEcho"
     @Option(help: "Serve only this path (default: any).") var path: String?
+    @Option(name: .customLong("max-message-mib"), help: "The largest message accepted, in MiB.") var maxMessageMiB = 64
 
     func run() async throws {
         signal(SIGPIPE, SIG_IGN)
         let group = try EventLoopGroup(loopCount: 1, name: "blip-echo")
-        let listener = try await BLIPConnection.listen(host: host, port: port, path: path, app: app, group: group) { conn in
+        var config = BLIPConfiguration()
+        config.maxMessageSize = maxMessageMiB << 20
+        let listener = try await BLIPConnection.listen(host: host, port: port, path: path, app: app,
+                                                       configuration: config, group: group) { conn in
             conn.registerDefault { req in
                 guard !req.message.isNoReply else { return }
                 req.respond(properties: req.message.properties, body: req.message.body, compressed: req.message.isCompressed)
@@ -42,12 +46,18 @@ struct BLIPClient: AsyncParsableCommand {
     @Option(help: "Requests to send.") var count = 1000
     @Option(help: "Body sizes, comma-separated, used in turn.") var sizes = "0,100,65536,1048576"
     @Option(help: "Requests in flight at once.") var parallel = 64
+    @Option(name: .customLong("max-message-mib"), help: "The largest message accepted, in MiB.") var maxMessageMiB = 64
+    @Flag(name: .customLong("report-memory"), help: "Print peak resident memory (VmHWM) after connecting and at the end.")
+    var reportMemory = false
 
     func run() async throws {
         signal(SIGPIPE, SIG_IGN)
         let sizeList = sizes.split(separator: ",").compactMap { Int($0) }
         guard !sizeList.isEmpty else { throw ValidationError("--sizes needs at least one size") }
-        let conn = try await BLIPConnection.connect(to: url, app: app)
+        var config = BLIPConfiguration()
+        config.maxMessageSize = maxMessageMiB << 20
+        let conn = try await BLIPConnection.connect(to: url, app: app, configuration: config)
+        if reportMemory { print("VmHWM at start: \(peakResidentKiB()) kB") }
         let tally = Tally()
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             var inFlight = 0
@@ -71,7 +81,11 @@ struct BLIPClient: AsyncParsableCommand {
                                                   urgent: urgent, compressed: compressed, noReply: noReply)
                     do {
                         let reply = try await conn.send(req)
-                        if noReply || (reply.body == body && reply.properties["i"] == String(i) && reply.isUrgent == urgent) {
+                        // memcmp: a debug build's generic `==` takes seconds over 100 MiB.
+                        let same = reply.body.count == body.count && reply.body.withUnsafeBytes { a in
+                            body.withUnsafeBytes { b in a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0 }
+                        }
+                        if noReply || (same && reply.properties["i"] == String(i) && reply.isUrgent == urgent) {
                             tally.passed.wrappingAdd(1, ordering: .relaxed)
                         } else {
                             tally.failures.withLock { $0.append("#\(i) size \(size): echo differs") }
@@ -84,6 +98,7 @@ struct BLIPClient: AsyncParsableCommand {
             try await tasks.waitForAll()
         }
         await conn.close()
+        if reportMemory { print("VmHWM at end: \(peakResidentKiB()) kB") }
         let failed = tally.failures.withLock { $0 }
         for f in failed.prefix(20) { print("FAIL \(f)") }
         print("\(tally.passed.load(ordering: .relaxed)) passed, \(failed.count) failed")
@@ -95,4 +110,13 @@ struct BLIPClient: AsyncParsableCommand {
 final class Tally: Sendable {
     let failures = Mutex<[String]>([])
     let passed = Atomic<Int>(0)
+}
+
+/// This process's peak resident set (VmHWM in /proc/self/status), in KiB; 0 if unreadable.
+func peakResidentKiB() -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+    for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+    return 0
 }

@@ -141,8 +141,9 @@ import Testing
     }
 
     /// A receiver that stops reading freezes the sender at BLIP's window: no more than 128,000
-    /// unacknowledged bytes (plus one frame) leave it, however big the message; when the
-    /// receiver reads again the transfer completes intact.
+    /// unacknowledged bytes (plus one frame) leave it, however big the message, nothing piles
+    /// up in its socket queue and its memory does not grow while frozen; when the receiver
+    /// reads again the transfer completes intact.
     @Test(.timeLimit(.minutes(2)))
     func stalledReceiverFreezesTheSender() async throws {
         let group = try EventLoopGroup(loopCount: 2)
@@ -151,21 +152,48 @@ import Testing
         let server = try await BLIPConnection.listen(port: 0, app: "FerryTest", group: group) { conn in
             conn.pauseReading()
             serverConn.withLock { $0 = conn }
-            conn.registerDefault { $0.respond(body: Array(String($0.message.body.count).utf8)) }
+            conn.registerDefault { req in
+                var crc = BLIPChecksum()
+                req.message.body.withUnsafeBytes { crc.update($0) }
+                req.respond(body: Array("\(req.message.body.count) \(crc.value)".utf8))
+            }
         }
         let client = try await BLIPConnection.connect(to: "ws://127.0.0.1:\(server.port)/", app: "FerryTest", group: group)
-        let body = noiseBody(8 << 20)
+        let body = noiseBody(32 << 20)
+        var expected = BLIPChecksum()
+        body.withUnsafeBytes { expected.update($0) }
         async let reply = client.send(.request(profile: "bulk", body: body))
         // Wait (loop round trips, no sleeping) until the sender has frozen.
         var state = await client.flowState()
         while !state.frozen { await Task.yield(); state = await client.flowState() }
-        #expect(state.bytesSent <= BLIPConstants.maxUnackedBytes + BLIPConstants.maxFrameSize)
-        let again = await client.flowState()
-        #expect(again.bytesSent == state.bytesSent, "nothing more leaves a frozen sender")
+        let window = BLIPConstants.maxUnackedBytes + BLIPConstants.maxFrameSize
+        #expect(state.bytesSent <= window)
+        #expect(state.unacknowledgedBytes <= window && state.unacknowledgedBytes > BLIPConstants.maxUnackedBytes - BLIPConstants.maxFrameSize)
+        // What the sender has not handed to the kernel stays below one window too.
+        #expect(state.bufferedBytes <= window)
+        let rssFrozen = try #require(residentKiB())
+        // Many loop turns later nothing more has left or been queued, and memory is flat: a
+        // sender that kept framing the 32 MiB body into its write queue would grow by tens of MiB.
+        for _ in 0..<200 {
+            let again = await client.flowState()
+            #expect(again == state, "a frozen sender stays put")
+            if again != state { break }
+        }
+        let rssLater = try #require(residentKiB())
+        #expect(rssLater - rssFrozen < 4 * 1024, "resident memory grew \(rssLater - rssFrozen) KiB while frozen")
         serverConn.withLock { $0 }?.resumeReading()
         let r = try await reply
-        #expect(String(decoding: r.body, as: UTF8.self) == String(body.count))
+        #expect(String(decoding: r.body, as: UTF8.self) == "\(body.count) \(expected.value)")
+        let done = await client.flowState()
+        #expect(!done.frozen && done.unacknowledgedBytes == 0 && done.bytesSent > body.count)
         await client.close()
         await server.close()
     }
+}
+
+/// This process's resident set (VmRSS in /proc/self/status), in KiB.
+func residentKiB() -> Int? {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
+    let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }
+    return line.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") }
 }

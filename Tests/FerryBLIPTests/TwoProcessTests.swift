@@ -6,10 +6,10 @@ import Testing
 @Suite(.serialized) struct TwoProcessTests {
     static let echo = packageRoot.appendingPathComponent(".build/debug/ferry-echo").path
 
-    static func serve() throws -> (Process, Int) {
+    static func serve(_ extra: [String] = []) throws -> (Process, Int) {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: echo)
-        p.arguments = ["blip-serve", "--port", "0", "--app", "FerryTest", "--path", "/blip"]
+        p.arguments = ["blip-serve", "--port", "0", "--app", "FerryTest", "--path", "/blip"] + extra
         let out = Pipe()
         p.standardOutput = out
         try p.run()
@@ -45,5 +45,40 @@ import Testing
         #expect(output.contains("3000 passed, 0 failed"), "\(output)")
         let (bigStatus, bigOutput) = try Self.client(["--url", url, "--count", "4", "--sizes", "16777216", "--parallel", "4"])
         #expect(bigStatus == 0 && bigOutput.contains("4 passed, 0 failed"), "\(bigOutput)")
+    }
+
+    /// A process's peak resident set (VmHWM), in KiB.
+    static func peakResidentKiB(pid: Int32) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }
+        return line.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") }
+    }
+
+    /// Issue #5's memory bound: a 100 MiB body, sent and echoed between two processes, needs
+    /// little more than the body itself on each side. The echo server holds the request body
+    /// (its response reuses the same buffer); the client holds its request body and the echoed
+    /// one. Each process's growth of peak resident memory (VmHWM) is checked against those
+    /// bodies plus 24 MiB; a receiver that grew one doubling array (a 64 → 128 MiB copy) or a
+    /// sender that buffered its frames would exceed it.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: echo), "needs .build/debug/ferry-echo (swift build)"),
+          .timeLimit(.minutes(5)))
+    func hundredMiBEchoStaysNearOneBodyPerProcess() throws {
+        let body = 100 << 20
+        let slack = 24 << 20
+        let (server, port) = try Self.serve(["--max-message-mib", "128"])
+        defer { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }
+        let serverBase = try #require(Self.peakResidentKiB(pid: server.processIdentifier))
+        let (status, output) = try Self.client(["--url", "ws://127.0.0.1:\(port)/blip", "--count", "1", "--sizes", String(body),
+                                                "--parallel", "1", "--max-message-mib", "128", "--report-memory"])
+        #expect(status == 0 && output.contains("1 passed, 0 failed"), "\(output)")
+        let serverPeak = try #require(Self.peakResidentKiB(pid: server.processIdentifier))
+        let numbers = output.split(separator: "\n").filter { $0.hasPrefix("VmHWM") }
+            .compactMap { Int($0.split(separator: " ").dropLast().last ?? "") }
+        try #require(numbers.count == 2, "\(output)")
+        let serverGrowth = (serverPeak - serverBase) * 1024
+        let clientGrowth = (numbers[1] - numbers[0]) * 1024
+        print("100 MiB echo: server VmHWM \(serverBase) → \(serverPeak) kB, client \(numbers[0]) → \(numbers[1]) kB")
+        #expect(serverGrowth <= body + slack, "server grew \(serverGrowth >> 20) MiB for a 100 MiB body")
+        #expect(clientGrowth <= 2 * body + slack, "client grew \(clientGrowth >> 20) MiB for 2 × 100 MiB bodies")
     }
 }

@@ -31,6 +31,11 @@ size_t ferry_mask(uint8_t *buf, size_t len, const uint8_t key[4], size_t phase);
 /// Same as ferry_mask but reads `src` and writes `dst` (which may not overlap unless equal).
 size_t ferry_mask_copy(uint8_t *dst, const uint8_t *src, size_t len, const uint8_t key[4], size_t phase);
 
+/// Advances the running zlib-compatible CRC-32 `*crc` over `buf` when it can do so quickly
+/// (PCLMULQDQ folding, or a byte table for under 64 bytes) and returns `len`; returns 0,
+/// leaving `*crc` alone, for long input on CPUs without PCLMULQDQ (the caller uses zlib).
+size_t ferry_crc32_prefix(uint32_t *crc, const uint8_t *buf, size_t len);
+
 /// Monotonic clock in nanoseconds.
 uint64_t ferry_monotonic_ns(void);
 
