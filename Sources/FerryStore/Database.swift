@@ -19,6 +19,8 @@ public final class Database: Sendable {
 
     let writer: Writer
     let readers: ReaderPool
+    /// The attachment blobs, in a folder beside the file (docs/store.md §10).
+    let blobs: BlobStore
     let validators = Mutex<[String: Validator]>([:])
     let logger = Logger(label: "ferry.store")
 
@@ -28,6 +30,7 @@ public final class Database: Sendable {
         self.options = options
         self.writer = writer
         self.readers = ReaderPool(path: path)
+        self.blobs = BlobStore(databasePath: path)
     }
 
     /// Opens the database at `path`, creating it if needed — first copying
@@ -81,6 +84,7 @@ public final class Database: Sendable {
     /// Closes the database: the WAL is checkpointed into the file, live change feeds end, and
     /// every later call throws `.closed`. Safe to call twice.
     public func close() {
+        blobs.close()
         readers.close()
         writer.close()
     }
@@ -89,7 +93,7 @@ public final class Database: Sendable {
 
     var context: StoreContext {
         let v = validators.withLock { $0.sorted { $0.key < $1.key }.map { (name: $0.key, validate: $0.value) } }
-        return StoreContext(options: options, validators: v)
+        return StoreContext(options: options, blobs: blobs, validators: v)
     }
 
     /// Runs `body` in one write transaction: everything it does commits together or not at all.

@@ -11,6 +11,9 @@ public struct JSONScanner {
     let bytes: UnsafeBufferPointer<UInt8>
     var pos = 0
     let maxDepth: Int
+    /// Set when the top-level object has a key that starts with `_` or is escaped (and so may
+    /// spell one): only such bodies can carry `_attachments` and need parsing on insert.
+    var topLevelReservedKey = false
 
     init(_ bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
         self.bytes = bytes
@@ -20,14 +23,20 @@ public struct JSONScanner {
     /// Validates `bytes` as one JSON text and says what its top-level value is.
     /// Throws `.tooLarge` over `sizeLimit` and `.invalidJSON` with the offending offset.
     public static func validate(_ bytes: [UInt8], sizeLimit: Int = .max, maxDepth: Int = 128) throws(StoreError) -> TopLevel {
+        try scan(bytes, sizeLimit: sizeLimit, maxDepth: maxDepth).top
+    }
+
+    /// `validate`, also saying whether a top-level key starts with `_` or has escapes (in one
+    /// pass: the insert path uses it to parse only bodies that may carry `_attachments`).
+    static func scan(_ bytes: [UInt8], sizeLimit: Int = .max, maxDepth: Int = 128) throws(StoreError) -> (top: TopLevel, reservedKey: Bool) {
         guard bytes.count <= sizeLimit else { throw .tooLarge(limit: sizeLimit) }
-        return try bytes.withUnsafeBufferPointer { (buf) throws(StoreError) -> TopLevel in
+        return try bytes.withUnsafeBufferPointer { (buf) throws(StoreError) -> (top: TopLevel, reservedKey: Bool) in
             var s = JSONScanner(buf, maxDepth: maxDepth)
             s.skipSpace()
             let top = try s.scanValue(depth: 0)
             s.skipSpace()
             guard s.pos == s.bytes.count else { throw s.fail("trailing characters") }
-            return top
+            return (top, s.topLevelReservedKey)
         }
     }
 
@@ -93,7 +102,10 @@ public struct JSONScanner {
         while true {
             skipSpace()
             guard !atEnd, peek == UInt8(ascii: "\"") else { throw fail("expected a string key") }
-            _ = try scanString()
+            let key = try scanString()
+            if depth == 1 && (key.escaped || (key.end > key.start && bytes[key.start] == UInt8(ascii: "_"))) {
+                topLevelReservedKey = true
+            }
             skipSpace()
             try expect(UInt8(ascii: ":"))
             skipSpace()

@@ -173,6 +173,7 @@ final class WriteTransaction {
         }
 
         let parent = currentNode?.revisionID
+        try prepareAttachments(&prepared, generation: (parent?.generation ?? 0) + 1, previous: currentDoc?.properties)
         let rev = RevisionID.make(parent: parent, deleted: deleted, canonicalBody: prepared.canonical)
         try validate(doc.id, rev: rev, body: prepared.body, deleted: deleted, source: .local, current: currentDoc)
         tree.addChild(of: parent, deleted: deleted, canonicalBody: prepared.canonical)
@@ -196,7 +197,11 @@ final class WriteTransaction {
         history.reserveCapacity(r.history.count)
         for text in r.history { history.append(try RevisionID(text)) }
         guard r.body.count <= options.maxDocumentSize else { throw .tooLarge(limit: options.maxDocumentSize) }
-        guard try JSONScanner.validate(r.body, maxDepth: options.maxJSONDepth) == .object else { throw .notAnObject }
+        let scanned = try JSONScanner.scan(r.body, maxDepth: options.maxJSONDepth)
+        guard scanned.top == .object else { throw .notAnObject }
+        // Only a body with a `_`-key (or an escaped key) can carry `_attachments`: the others,
+        // nearly all of them, skip the parse.
+        if scanned.reservedKey { try checkReplicatedAttachments(r.body, generation: history[0].generation) }
 
         let stored = try load(r.documentID)
         var tree = stored?.tree ?? RevisionTree()
@@ -268,7 +273,9 @@ final class WriteTransaction {
             let body = try Self.properties(of: l.body ?? Self.emptyObject, documentID: documentID)
             created = tree.addChild(of: remote, deleted: l.isDeleted, canonicalBody: CanonicalJSON.encode(body))
         case .merged(let props):
-            let prepared = try prepareBody(props)
+            var prepared = try prepareBody(props)
+            try prepareAttachments(&prepared, generation: remote.generation + 1,
+                                   previous: r.body.flatMap { try? JSONParser.parseObject($0) })
             created = tree.addChild(of: remote, deleted: prepared.deleted, canonicalBody: prepared.canonical)
         case .delete:
             if !(r.isDeleted && resolver.isDefault) {
