@@ -70,13 +70,6 @@ public final class Database: Sendable {
         }
         let db = Database(path: path, uuid: opened.uuid, options: options,
                           writer: Writer(connection: conn, lastSequence: opened.lastSequence))
-        // documents(ofType:) must not scan: the type key is always indexed.
-        do {
-            try db.createIndex(on: options.typeKey)
-        } catch {
-            db.close()
-            throw error
-        }
         db.logger.debug("opened \(path) uuid=\(opened.uuid) lastSequence=\(opened.lastSequence)")
         return db
     }
@@ -93,7 +86,9 @@ public final class Database: Sendable {
 
     var context: StoreContext {
         let v = validators.withLock { $0.sorted { $0.key < $1.key }.map { (name: $0.key, validate: $0.value) } }
-        return StoreContext(options: options, blobs: blobs, validators: v)
+        let path = options.typeKey.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        return StoreContext(options: options, blobs: blobs, typePath: path,
+                            typeKeyBytes: path.count == 1 ? Array(options.typeKey.utf8) : [], validators: v)
     }
 
     /// Runs `body` in one write transaction: everything it does commits together or not at all.

@@ -4,5 +4,9 @@
 struct StoreContext: Sendable {
     var options: DatabaseOptions
     var blobs: BlobStore
+    /// `options.typeKey` split at dots: the path of the value kept in `docs.doc_type`.
+    var typePath: [String]
+    /// Its UTF-8 when it is one top-level key (then the scanner captures it), else empty.
+    var typeKeyBytes: [UInt8]
     var validators: [(name: String, validate: Validator)]
 }

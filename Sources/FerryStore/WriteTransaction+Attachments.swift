@@ -31,8 +31,7 @@ extension WriteTransaction {
 
     /// A replicated body: entries are checked, kept as received. Blobs not here yet are fine
     /// (stubs a download policy skipped); blobs that are here must have the stated length.
-    func checkReplicatedAttachments(_ body: [UInt8], generation: Int) throws(StoreError) {
-        let props = try JSONParser.parseObject(body)
+    func checkReplicatedAttachments(_ props: [String: JSONValue], generation: Int) throws(StoreError) {
         guard let entries = try Attachment.entries(in: props, generation: generation) else { return }
         try checkStoredLengths(entries)
     }
