@@ -23,8 +23,24 @@ final class WriteTransaction {
         var sequence: Int64
     }
 
+    // The statements every document write uses, looked up in the connection's cache once per
+    // transaction rather than once per document (a batch writes thousands).
+    private var loadStatement: Statement?
+    private var insertStatement: Statement?
+    private var updateStatement: Statement?
+
+    func cached(_ slot: inout Statement?, _ sql: String) throws(StoreError) -> Statement {
+        if let s = slot {
+            s.reset()
+            return s
+        }
+        let s = try conn.prepare(sql)
+        slot = s
+        return s
+    }
+
     func load(_ id: String) throws(StoreError) -> StoredDoc? {
-        let s = try conn.prepare("SELECT doc_key, body, tree, sequence FROM docs WHERE doc_id = ?")
+        let s = try cached(&loadStatement, "SELECT doc_key, body, tree, sequence FROM docs WHERE doc_id = ?")
         defer { s.reset() }
         s.bind(1, id)
         guard try s.step() else { return nil }
@@ -57,10 +73,10 @@ final class WriteTransaction {
         lastSequence += 1
         let s: Statement
         if let key {
-            s = try conn.prepare("UPDATE docs SET rev_id = ?, deleted = ?, conflicted = ?, sequence = ?, body = ?, tree = ?, doc_type = ? WHERE doc_key = ?")
+            s = try cached(&updateStatement, "UPDATE docs SET rev_id = ?, deleted = ?, conflicted = ?, sequence = ?, body = ?, tree = ?, doc_type = ? WHERE doc_key = ?")
             s.bind(8, key)
         } else {
-            s = try conn.prepare("INSERT INTO docs (rev_id, deleted, conflicted, sequence, body, tree, doc_type, doc_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+            s = try cached(&insertStatement, "INSERT INTO docs (rev_id, deleted, conflicted, sequence, body, tree, doc_type, doc_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
             s.bind(8, id)
         }
         if let type { s.bind(7, type) } else { s.bindNull(7) }
