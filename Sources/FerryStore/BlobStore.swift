@@ -10,6 +10,7 @@ import Synchronization
 /// like a blob (other suffix) and which `compact()` removes; a `.blob` file always holds the
 /// complete content of its digest.
 final class BlobStore: Sendable {
+    static let folderSuffix = ".attachments"
     static let blobSuffix = ".blob"
     static let tempPrefix = "incoming-"
     static let tempSuffix = ".tmp"
@@ -27,7 +28,7 @@ final class BlobStore: Sendable {
     private let state = Mutex(State())
 
     init(databasePath: String) {
-        directory = databasePath + ".attachments"
+        directory = databasePath + Self.folderSuffix
     }
 
     func close() { state.withLock { $0.closed = true } }
@@ -115,20 +116,31 @@ final class BlobStore: Sendable {
 
     // MARK: - Compaction
 
+    /// The names in the folder, or nil if it does not exist (yet: a writer may be creating it
+    /// right now, which is no error).
+    func listFolder() throws(StoreError) -> [String]? {
+        guard let dir = opendir(directory) else {
+            if errno == ENOENT { return nil }
+            throw .io(operation: "list \(directory)", errno: errno)
+        }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
     /// Removes every blob not in `referenced` (and not written by this instance since it was
     /// last seen referenced), and every temp file no open writer owns. The caller holds the
     /// database's writer, so no save can add a reference meanwhile.
     func removeUnreferenced(keeping referenced: Set<BlobDigest>) throws(StoreError) -> CompactionResult {
         try checkOpen()
         var result = CompactionResult()
-        let names: [String]
-        do {
-            names = try FileManager.default.contentsOfDirectory(atPath: directory)
-        } catch {
-            // No folder: no blob was ever written.
-            if !FileManager.default.fileExists(atPath: directory) { return result }
-            throw .io(operation: "list \(directory)", errno: Int32((error as NSError).code))
-        }
+        guard let names = try listFolder() else { return result }     // no blob ever written
         for name in names {
             let full = directory + "/" + name
             if let digest = Self.digest(fromFileName: name) {

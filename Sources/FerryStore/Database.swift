@@ -34,7 +34,8 @@ public final class Database: Sendable {
     }
 
     /// Opens the database at `path`, creating it if needed — first copying
-    /// `options.prebuiltDatabase` there if that is set and `path` does not exist yet.
+    /// `options.prebuiltDatabase` there (with its attachment blobs) if that is set and `path`
+    /// does not exist yet.
     ///
     /// Throws `.notADatabase`, `.corrupt` or `.newerSchema` for a file it must not use; such a
     /// file is left exactly as it was. An older schema is migrated in one transaction.
@@ -43,20 +44,14 @@ public final class Database: Sendable {
         var copied = false
         if !fm.fileExists(atPath: path), let prebuilt = options.prebuiltDatabase {
             guard fm.fileExists(atPath: prebuilt) else { throw .notFound }
+            // Its blobs first (then a database at `path` always has them), the same way.
+            let blobFolder = path + BlobStore.folderSuffix
+            if fm.fileExists(atPath: prebuilt + BlobStore.folderSuffix) && !fm.fileExists(atPath: blobFolder) {
+                try copyIntoPlace(prebuilt + BlobStore.folderSuffix, to: blobFolder)
+            }
             // Copy next to the target, then rename: a crash never leaves a half-copied file
             // at `path`.
-            let temp = path + ".copy-\(UUID().uuidString)"
-            do {
-                try fm.copyItem(atPath: prebuilt, toPath: temp)
-            } catch {
-                try? fm.removeItem(atPath: temp)
-                throw .io(operation: "copy \(prebuilt)", errno: Int32((error as NSError).code))
-            }
-            guard rename(temp, path) == 0 else {
-                let e = errno
-                try? fm.removeItem(atPath: temp)
-                throw .io(operation: "rename to \(path)", errno: e)
-            }
+            try copyIntoPlace(prebuilt, to: path)
             copied = true
         }
         let conn = try Connection(path: path)
@@ -72,6 +67,24 @@ public final class Database: Sendable {
                           writer: Writer(connection: conn, lastSequence: opened.lastSequence))
         db.logger.debug("opened \(path) uuid=\(opened.uuid) lastSequence=\(opened.lastSequence)")
         return db
+    }
+
+    /// Copies `source` (a file or folder) to a temporary name beside `target`, then renames it
+    /// there, so `target` is either absent or complete.
+    static func copyIntoPlace(_ source: String, to target: String) throws(StoreError) {
+        let fm = FileManager.default
+        let temp = target + ".copy-\(UUID().uuidString)"
+        do {
+            try fm.copyItem(atPath: source, toPath: temp)
+        } catch {
+            try? fm.removeItem(atPath: temp)
+            throw .io(operation: "copy \(source)", errno: Int32((error as NSError).code))
+        }
+        guard rename(temp, target) == 0 else {
+            let e = errno
+            try? fm.removeItem(atPath: temp)
+            throw .io(operation: "rename to \(target)", errno: e)
+        }
     }
 
     /// Closes the database: the WAL is checkpointed into the file, live change feeds end, and

@@ -268,3 +268,42 @@ import Testing
         #expect(throws: StoreError.closed) { try db.readBlob(digest: meta.digest) }
     }
 }
+
+/// Compaction against writers running at the same time.
+@Suite struct AttachmentConcurrencyTests {
+    @Test func compactionRacingWritersNeverLosesAReferencedBlob() async throws {
+        let (db, dir) = try freshDatabase()
+        _ = dir
+        let rounds = 60
+        // One task writes blobs and then saves documents referencing them (the window a
+        // compaction must not exploit); another compacts continuously until the writer is done.
+        async let written: [BlobDigest] = Task.detached {
+            var out: [BlobDigest] = []
+            for i in 0..<rounds {
+                let meta = try db.writeBlob(Array("blob \(i)".utf8))
+                var doc = Document(id: "d\(i)")
+                doc.setAttachment("x", blob: meta)
+                try db.save(doc)
+                out.append(meta.digest)
+            }
+            return out
+        }.value
+        let compactions = Task.detached {
+            var n = 0
+            while !Task.isCancelled {
+                _ = try db.compact()
+                n += 1
+            }
+            return n
+        }
+        let digests = try await written
+        compactions.cancel()
+        #expect(try await compactions.value > 0)
+        #expect(try db.compact().blobsRemoved == 0)
+        for (i, d) in digests.enumerated() {
+            let doc = try #require(try db.document("d\(i)"))
+            #expect(try db.attachments(of: doc).map(\.isFetched) == [true])
+            #expect(db.hasBlob(digest: d))
+        }
+    }
+}
