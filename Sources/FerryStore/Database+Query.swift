@@ -13,7 +13,8 @@ extension Database {
         return try query(where: conditions, bindings: bindings, after: after, limit: limit, includeDeleted: includeDeleted)
     }
 
-    /// Documents whose type property (`options.typeKey`, default `type`; indexed) is `type`.
+    /// Documents whose type property (`options.typeKey`, default `type`) is `type`; uses the
+    /// `doc_type` column's index, so it never scans.
     public func documents(ofType type: String, after: String? = nil, limit: Int = 1000,
                           includeDeleted: Bool = false) throws(StoreError) -> [Document] {
         try documents(matching: .equal(options.typeKey, .string(type)), after: after, limit: limit, includeDeleted: includeDeleted)
@@ -22,7 +23,7 @@ extension Database {
     /// Documents matching `predicate`.
     public func documents(matching predicate: Predicate, after: String? = nil, limit: Int = 1000,
                           includeDeleted: Bool = false) throws(StoreError) -> [Document] {
-        var compiler = PredicateCompiler()
+        var compiler = PredicateCompiler(typeKey: options.typeKey)
         let sql = try compiler.compile(predicate)
         return try query(where: [sql], bindings: compiler.bindings, after: after, limit: limit, includeDeleted: includeDeleted)
     }
@@ -39,7 +40,7 @@ extension Database {
 
     /// The query plan SQLite picks for a predicate (to check that an index is used).
     public func explain(_ predicate: Predicate) throws(StoreError) -> [String] {
-        var compiler = PredicateCompiler()
+        var compiler = PredicateCompiler(typeKey: options.typeKey)
         let sql = try compiler.compile(predicate)
         return try readers.withReader { (c) throws(StoreError) -> [String] in
             // EXPLAIN starts no read transaction, so it would plan against a stale schema:

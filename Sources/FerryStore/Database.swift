@@ -20,6 +20,8 @@ public final class Database: Sendable {
     let writer: Writer
     let readers: ReaderPool
     let watcher: ExternalWriteWatcher?
+    /// The attachment blobs, in a folder beside the file (docs/store.md §10).
+    let blobs: BlobStore
     let validators = Mutex<[String: Validator]>([:])
     let logger = Logger(label: "ferry.store")
 
@@ -30,10 +32,12 @@ public final class Database: Sendable {
         self.writer = writer
         self.readers = ReaderPool(path: path)
         watcher = options.watchExternalWrites ? ExternalWriteWatcher(path: path, writer: writer) : nil
+        self.blobs = BlobStore(databasePath: path)
     }
 
     /// Opens the database at `path`, creating it if needed — first copying
-    /// `options.prebuiltDatabase` there if that is set and `path` does not exist yet.
+    /// `options.prebuiltDatabase` there (with its attachment blobs) if that is set and `path`
+    /// does not exist yet.
     ///
     /// Throws `.notADatabase`, `.corrupt` or `.newerSchema` for a file it must not use; such a
     /// file is left exactly as it was. An older schema is migrated in one transaction.
@@ -42,20 +46,14 @@ public final class Database: Sendable {
         var copied = false
         if !fm.fileExists(atPath: path), let prebuilt = options.prebuiltDatabase {
             guard fm.fileExists(atPath: prebuilt) else { throw .notFound }
+            // Its blobs first (then a database at `path` always has them), the same way.
+            let blobFolder = path + BlobStore.folderSuffix
+            if fm.fileExists(atPath: prebuilt + BlobStore.folderSuffix) && !fm.fileExists(atPath: blobFolder) {
+                try copyIntoPlace(prebuilt + BlobStore.folderSuffix, to: blobFolder)
+            }
             // Copy next to the target, then rename: a crash never leaves a half-copied file
             // at `path`.
-            let temp = path + ".copy-\(UUID().uuidString)"
-            do {
-                try fm.copyItem(atPath: prebuilt, toPath: temp)
-            } catch {
-                try? fm.removeItem(atPath: temp)
-                throw .io(operation: "copy \(prebuilt)", errno: Int32((error as NSError).code))
-            }
-            guard rename(temp, path) == 0 else {
-                let e = errno
-                try? fm.removeItem(atPath: temp)
-                throw .io(operation: "rename to \(path)", errno: e)
-            }
+            try copyIntoPlace(prebuilt, to: path)
             copied = true
         }
         let conn = try Connection(path: path)
@@ -69,21 +67,33 @@ public final class Database: Sendable {
         }
         let db = Database(path: path, uuid: opened.uuid, options: options,
                           writer: Writer(connection: conn, lastSequence: opened.lastSequence))
-        // documents(ofType:) must not scan: the type key is always indexed.
-        do {
-            try db.createIndex(on: options.typeKey)
-        } catch {
-            db.close()
-            throw error
-        }
         db.logger.debug("opened \(path) uuid=\(opened.uuid) lastSequence=\(opened.lastSequence)")
         return db
+    }
+
+    /// Copies `source` (a file or folder) to a temporary name beside `target`, then renames it
+    /// there, so `target` is either absent or complete.
+    static func copyIntoPlace(_ source: String, to target: String) throws(StoreError) {
+        let fm = FileManager.default
+        let temp = target + ".copy-\(UUID().uuidString)"
+        do {
+            try fm.copyItem(atPath: source, toPath: temp)
+        } catch {
+            try? fm.removeItem(atPath: temp)
+            throw .io(operation: "copy \(source)", errno: Int32((error as NSError).code))
+        }
+        guard rename(temp, target) == 0 else {
+            let e = errno
+            try? fm.removeItem(atPath: temp)
+            throw .io(operation: "rename to \(target)", errno: e)
+        }
     }
 
     /// Closes the database: the WAL is checkpointed into the file, live change feeds end, and
     /// every later call throws `.closed`. Safe to call twice.
     public func close() {
         watcher?.stop()
+        blobs.close()
         readers.close()
         writer.close()
     }
@@ -92,7 +102,9 @@ public final class Database: Sendable {
 
     var context: StoreContext {
         let v = validators.withLock { $0.sorted { $0.key < $1.key }.map { (name: $0.key, validate: $0.value) } }
-        return StoreContext(options: options, validators: v)
+        let path = options.typeKey.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        return StoreContext(options: options, blobs: blobs, typePath: path,
+                            typeKeyBytes: path.count == 1 ? Array(options.typeKey.utf8) : [], validators: v)
     }
 
     /// Runs `body` in one write transaction: everything it does commits together or not at all.

@@ -11,6 +11,14 @@ public struct JSONScanner {
     let bytes: UnsafeBufferPointer<UInt8>
     var pos = 0
     let maxDepth: Int
+    /// Set when the top-level object has a key that starts with `_` or is escaped (and so may
+    /// spell one): only such bodies can carry `_attachments` and need parsing on insert.
+    var topLevelReservedKey = false
+    /// A top-level key whose string value `scan` captures on the way (the type key), or empty.
+    var captureKey: [UInt8] = []
+    /// The captured value, when the key was present (first occurrence) with a string value.
+    var captured: String?
+    var captureKeySeen = false
 
     init(_ bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
         self.bytes = bytes
@@ -20,15 +28,40 @@ public struct JSONScanner {
     /// Validates `bytes` as one JSON text and says what its top-level value is.
     /// Throws `.tooLarge` over `sizeLimit` and `.invalidJSON` with the offending offset.
     public static func validate(_ bytes: [UInt8], sizeLimit: Int = .max, maxDepth: Int = 128) throws(StoreError) -> TopLevel {
+        try scan(bytes, sizeLimit: sizeLimit, maxDepth: maxDepth).top
+    }
+
+    /// What one validating pass over a body found besides validity.
+    struct Scan {
+        /// The top-level value's kind.
+        var top: TopLevel
+        /// A top-level key starts with `_` or has escapes (and so may spell any key): only
+        /// such bodies can carry `_attachments`, or hide the capture key behind an escape.
+        var reservedKey: Bool
+        /// The string value of the top-level `captureKey`, if present with a string value.
+        var captured: String?
+    }
+
+    /// `validate`, in the same single pass also reporting reserved-looking keys and capturing
+    /// the string value of one top-level key (the insert path uses both to avoid parsing).
+    static func scan(_ bytes: [UInt8], sizeLimit: Int = .max, maxDepth: Int = 128, capture: [UInt8] = []) throws(StoreError) -> Scan {
         guard bytes.count <= sizeLimit else { throw .tooLarge(limit: sizeLimit) }
-        return try bytes.withUnsafeBufferPointer { (buf) throws(StoreError) -> TopLevel in
+        return try bytes.withUnsafeBufferPointer { (buf) throws(StoreError) -> Scan in
             var s = JSONScanner(buf, maxDepth: maxDepth)
+            s.captureKey = capture
             s.skipSpace()
             let top = try s.scanValue(depth: 0)
             s.skipSpace()
             guard s.pos == s.bytes.count else { throw s.fail("trailing characters") }
-            return top
+            return Scan(top: top, reservedKey: s.topLevelReservedKey, captured: s.captured)
         }
+    }
+
+    /// Whether the raw (unescaped) key at `start..<end` is `captureKey`.
+    func isCaptureKey(_ start: Int, _ end: Int) -> Bool {
+        guard !captureKey.isEmpty, !captureKeySeen, end - start == captureKey.count else { return false }
+        for i in 0..<captureKey.count where bytes[start + i] != captureKey[i] { return false }
+        return true
     }
 
     func fail(_ what: String) -> StoreError {
@@ -93,11 +126,24 @@ public struct JSONScanner {
         while true {
             skipSpace()
             guard !atEnd, peek == UInt8(ascii: "\"") else { throw fail("expected a string key") }
-            _ = try scanString()
+            let key = try scanString()
+            var capture = false
+            if depth == 1 {
+                if key.escaped || (key.end > key.start && bytes[key.start] == UInt8(ascii: "_")) {
+                    topLevelReservedKey = true
+                } else if isCaptureKey(key.start, key.end) {
+                    capture = true
+                    captureKeySeen = true
+                }
+            }
             skipSpace()
             try expect(UInt8(ascii: ":"))
             skipSpace()
-            _ = try scanValue(depth: depth)
+            if capture && !atEnd && peek == UInt8(ascii: "\"") {
+                captured = try JSONParser.string(&self)
+            } else {
+                _ = try scanValue(depth: depth)
+            }
             skipSpace()
             guard !atEnd else { throw fail("unexpected end") }
             if peek == UInt8(ascii: ",") { pos += 1; continue }
@@ -252,14 +298,18 @@ public struct JSONScanner {
             guard !atEnd, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(peek) else { throw fail("bad fraction") }
             while !atEnd && (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(peek) { pos += 1 }
         }
+        var exponent = false
         if !atEnd && (peek == UInt8(ascii: "e") || peek == UInt8(ascii: "E")) {
             integer = false
+            exponent = true
             pos += 1
             if !atEnd && (peek == UInt8(ascii: "+") || peek == UInt8(ascii: "-")) { pos += 1 }
             guard !atEnd, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(peek) else { throw fail("bad exponent") }
             while !atEnd && (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(peek) { pos += 1 }
         }
-        if !integer {
+        // Without an exponent, fewer than 300 characters are below 1e300 and cannot overflow:
+        // only other numbers need the (allocating) conversion.
+        if !integer && (exponent || pos - start >= 300) {
             // Reject values that overflow a double (1e400): they have no canonical form.
             let d = Self.parseDouble(bytes, start, pos)
             guard let d, d.isFinite else { throw fail("number out of range") }

@@ -36,6 +36,9 @@ public indirect enum Predicate: Sendable, Equatable {
 /// checking) so the expressions match those of field indexes and SQLite can use them.
 struct PredicateCompiler {
     var bindings: [JSONValue] = []
+    /// The database's type key: equality with a string on it compiles to the indexed
+    /// `doc_type` column, which holds exactly the text values `json_extract` would give.
+    var typeKey: String?
 
     static func jsonPath(_ field: String) throws(StoreError) -> String {
         let segments = field.split(separator: ".", omittingEmptySubsequences: false)
@@ -66,6 +69,7 @@ struct PredicateCompiler {
 
     mutating func compile(_ p: Predicate) throws(StoreError) -> String {
         switch p {
+        case .equal(let f, .string(let v)) where f == typeKey: return "(doc_type = \(try scalar(.string(v))))"
         case .equal(let f, let v): return "(\(try Self.extract(f)) = \(try scalar(v)))"
         case .notEqual(let f, let v): return "(\(try Self.extract(f)) != \(try scalar(v)))"
         case .less(let f, let v): return "(\(try Self.extract(f)) < \(try scalar(v)))"

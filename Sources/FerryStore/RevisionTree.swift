@@ -49,7 +49,7 @@ public struct RevisionTree: Sendable, Equatable {
 
     /// The leaves in no particular order (cheap: most trees have one or two nodes).
     var unsortedLeaves: [Node] {
-        if nodes.count == 1 { return Array(nodes.values) }
+        if nodes.count <= 1 { return nodes.isEmpty ? [] : Array(nodes.values) }
         let parents = parentIDs
         return nodes.values.filter { !parents.contains($0.revisionID) }
     }

@@ -9,6 +9,24 @@ enum RevisionTreeCodec {
     static let version: UInt8 = 1
 
     static func encode(_ tree: RevisionTree, currentInRow current: RevisionID?) -> [UInt8] {
+        // Most documents have one revision and no remote: no sorting or index needed.
+        if tree.nodes.count == 1, tree.remoteRevisions.isEmpty, let n = tree.nodes.values.first {
+            let text = n.revisionID.description.utf8
+            var out: [UInt8] = [version, 1]
+            out.reserveCapacity(8 + text.count + (n.body?.count ?? 0))
+            putVarint(UInt64(text.count), &out)
+            out.append(contentsOf: text)
+            out.append(0)                                    // a root
+            var flags: UInt8 = n.isDeleted ? 1 : 0
+            if n.revisionID == current { flags |= 4 } else if n.body != nil { flags |= 2 }
+            out.append(flags)
+            if flags & 2 != 0, let b = n.body {
+                putVarint(UInt64(b.count), &out)
+                out.append(contentsOf: b)
+            }
+            out.append(0)                                    // no remotes
+            return out
+        }
         let sorted = tree.nodes.keys.sorted()
         var index: [RevisionID: Int] = [:]
         index.reserveCapacity(sorted.count)

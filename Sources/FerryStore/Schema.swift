@@ -4,7 +4,7 @@ import Foundation
 /// older file up to date. Ferry files carry `PRAGMA application_id = 0x46455259` ("FERY").
 enum Schema {
     static let applicationID: Int64 = 0x4645_5259
-    static let currentVersion = 1
+    static let currentVersion = 2
 
     /// Migration `i` takes a file from version `i` to `i + 1`. Append, never edit.
     static let migrations: [String] = [
@@ -27,7 +27,24 @@ enum Schema {
         CREATE TABLE remotes (remote_key INTEGER PRIMARY KEY, address TEXT NOT NULL UNIQUE);
         INSERT INTO meta (key, value) VALUES ('last_sequence', 0);
         """,
+        // 1 → 2: the current revision's type as a column, filled by the store (the scanner
+        // captures it while validating), so the type index costs no JSON parse per write. Its
+        // content depends on `options.typeKey`, recorded in `meta.type_key`; `prepare` fills the
+        // column whenever that differs from the key a database is opened with.
+        """
+        ALTER TABLE docs ADD COLUMN doc_type TEXT;
+        CREATE INDEX docs_by_type ON docs(doc_type) WHERE doc_type IS NOT NULL;
+        INSERT OR REPLACE INTO meta (key, value) VALUES ('type_key', NULL);
+        """,
     ]
+
+    /// `meta.type_key`: the type key `docs.doc_type` was computed with (nil inside: not yet).
+    static func typeKey(_ conn: Connection) throws(StoreError) -> String?? {
+        let s = try conn.prepare("SELECT value FROM meta WHERE key = 'type_key'")
+        defer { s.reset() }
+        guard try s.step() else { return .none }
+        return .some(s.isNull(0) ? nil : s.string(0))
+    }
 
     struct Opened {
         var uuid: UUID
@@ -56,12 +73,29 @@ enum Schema {
         _ = try conn.strings("PRAGMA wal_autocheckpoint=\(max(1, options.walAutoCheckpointPages))")
         try conn.execute("PRAGMA cache_size=-\(max(256, options.writerCacheKiB))")
 
-        if version < currentVersion || freshUUID {
+        let typePath = try PredicateCompiler.jsonPath(options.typeKey)
+        let storedTypeKey: String?? = version >= 2 ? try typeKey(conn) : .some(nil)
+        if version < currentVersion || freshUUID || storedTypeKey != .some(options.typeKey) {
             try conn.execute("BEGIN IMMEDIATE")
             do throws(StoreError) {
                 for v in version..<currentVersion {
                     try conn.execute(migrations[v])
                     try conn.execute("PRAGMA user_version=\(v + 1)")
+                    if v == 1 {
+                        // Version 1 indexed the type key with a JSON expression at every open;
+                        // the doc_type column replaces it.
+                        try conn.execute("DROP INDEX IF EXISTS docs_field_\(RevisionID.hex(Array(options.typeKey.utf8)))")
+                    }
+                }
+                if try typeKey(conn) != .some(options.typeKey) {
+                    // The same value the store computes: the type path's value where it is text.
+                    try conn.execute("""
+                        UPDATE docs SET doc_type = CASE WHEN json_type(body, '\(typePath)') = 'text'
+                                                        THEN json_extract(body, '\(typePath)') END
+                        """)
+                    let s = try conn.prepare("INSERT OR REPLACE INTO meta (key, value) VALUES ('type_key', ?)")
+                    s.bind(1, options.typeKey)
+                    try s.run()
                 }
                 if isFresh { try conn.execute("PRAGMA application_id=\(applicationID)") }
                 if isFresh || freshUUID {

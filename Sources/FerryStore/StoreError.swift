@@ -28,6 +28,10 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A replicated history whose generations do not decrease by exactly one per step, or that
     /// does not fit the revision it comes with.
     case brokenHistory(reason: String)
+    /// An `_attachments` entry that cannot be stored: bad shape, a digest that is not
+    /// `sha1-<base64>`, a negative length, a length that differs from the stored blob's, inline
+    /// data. `name` is the attachment's (empty when `_attachments` itself is not an object).
+    case invalidAttachment(name: String, reason: String)
     /// Input over a configured size limit (bytes).
     case tooLarge(limit: Int)
     /// No such document, revision, local document or blob.
@@ -56,6 +60,7 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidDocumentID(let id): return "invalid document ID \(id.debugDescription)"
         case .invalidRevisionID(let r): return "invalid revision ID \(r.debugDescription)"
         case .brokenHistory(let reason): return "broken revision history: \(reason)"
+        case .invalidAttachment(let name, let reason): return "invalid attachment \(name.debugDescription): \(reason)"
         case .tooLarge(let limit): return "over the size limit of \(limit) bytes"
         case .notFound: return "not found"
         case .invalidArgument(let s): return "invalid argument: \(s)"

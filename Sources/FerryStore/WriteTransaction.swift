@@ -23,8 +23,24 @@ final class WriteTransaction {
         var sequence: Int64
     }
 
+    // The statements every document write uses, looked up in the connection's cache once per
+    // transaction rather than once per document (a batch writes thousands).
+    private var loadStatement: Statement?
+    private var insertStatement: Statement?
+    private var updateStatement: Statement?
+
+    func cached(_ slot: inout Statement?, _ sql: String) throws(StoreError) -> Statement {
+        if let s = slot {
+            s.reset()
+            return s
+        }
+        let s = try conn.prepare(sql)
+        slot = s
+        return s
+    }
+
     func load(_ id: String) throws(StoreError) -> StoredDoc? {
-        let s = try conn.prepare("SELECT doc_key, body, tree, sequence FROM docs WHERE doc_id = ?")
+        let s = try cached(&loadStatement, "SELECT doc_key, body, tree, sequence FROM docs WHERE doc_id = ?")
         defer { s.reset() }
         s.bind(1, id)
         guard try s.step() else { return nil }
@@ -32,22 +48,38 @@ final class WriteTransaction {
         return StoredDoc(key: s.int64(0), tree: tree, sequence: s.int64(3))
     }
 
-    /// Prunes, then writes the tree and its current revision with a new sequence.
+    /// The type (for `docs.doc_type`) a revision already known to the caller has, so `store`
+    /// need not find it in the body again.
+    struct TypeHint {
+        var revision: RevisionID
+        var type: String?
+    }
+
+    /// Prunes, then writes the tree and its current revision with a new sequence. `typeHint`
+    /// gives the type of the revision the caller just added; if another one is current (a
+    /// conflict, a resolution) the type is read from the current body.
     @discardableResult
-    func store(_ id: String, key: Int64?, tree: inout RevisionTree) throws(StoreError) -> Int64 {
+    func store(_ id: String, key: Int64?, tree: inout RevisionTree, typeHint: TypeHint? = nil) throws(StoreError) -> Int64 {
         tree.prune(maxDepth: options.maxRevisionTreeDepth)
         let leaves = tree.unsortedLeaves
         guard let cur = RevisionTree.winner(of: leaves) else { throw .corruptRevisionTree(documentID: id) }
         let blob = RevisionTreeCodec.encode(tree, currentInRow: cur.revisionID)
+        let type: String?
+        if let typeHint, typeHint.revision == cur.revisionID {
+            type = typeHint.type
+        } else {
+            type = try documentType(of: cur.body ?? Self.emptyObject, documentID: id)
+        }
         lastSequence += 1
         let s: Statement
         if let key {
-            s = try conn.prepare("UPDATE docs SET rev_id = ?, deleted = ?, conflicted = ?, sequence = ?, body = ?, tree = ? WHERE doc_key = ?")
-            s.bind(7, key)
+            s = try cached(&updateStatement, "UPDATE docs SET rev_id = ?, deleted = ?, conflicted = ?, sequence = ?, body = ?, tree = ?, doc_type = ? WHERE doc_key = ?")
+            s.bind(8, key)
         } else {
-            s = try conn.prepare("INSERT INTO docs (rev_id, deleted, conflicted, sequence, body, tree, doc_id) VALUES (?, ?, ?, ?, ?, ?, ?)")
-            s.bind(7, id)
+            s = try cached(&insertStatement, "INSERT INTO docs (rev_id, deleted, conflicted, sequence, body, tree, doc_type, doc_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+            s.bind(8, id)
         }
+        if let type { s.bind(7, type) } else { s.bindNull(7) }
         s.bind(1, cur.revisionID.description)
         s.bind(2, cur.isDeleted)
         s.bind(3, !RevisionTree.conflicts(among: leaves).isEmpty)
@@ -69,6 +101,24 @@ final class WriteTransaction {
     }
 
     static let emptyObject: [UInt8] = [UInt8(ascii: "{"), UInt8(ascii: "}")]
+
+    /// The value `docs.doc_type` holds for a body: the type key's value if it is a string,
+    /// else nil — what `json_extract(body, <type path>)` gives where it is text.
+    func documentType(of body: [UInt8], documentID: String) throws(StoreError) -> String? {
+        if !context.typeKeyBytes.isEmpty {
+            let scan = try JSONScanner.scan(body, maxDepth: options.maxJSONDepth, capture: context.typeKeyBytes)
+            if !scan.reservedKey { return scan.captured }
+        }
+        return Self.documentType(in: try Self.properties(of: body, documentID: documentID), path: context.typePath)
+    }
+
+    /// The string at a dotted path of parsed properties.
+    static func documentType(in props: [String: JSONValue], path: [String]) -> String? {
+        guard let first = path.first else { return nil }
+        var value = props[first]
+        for segment in path.dropFirst() { value = value?.objectValue?[segment] }
+        return value?.stringValue
+    }
 
     /// The document value of one node of a tree (its body parsed).
     func document(_ id: String, node: RevisionTree.Node, sequence: Int64) throws(StoreError) -> Document {
@@ -183,10 +233,12 @@ final class WriteTransaction {
         }
 
         let parent = currentNode?.revisionID
+        try prepareAttachments(&prepared, generation: (parent?.generation ?? 0) + 1, previous: currentDoc?.properties)
         let rev = RevisionID.make(parent: parent, deleted: deleted, canonicalBody: prepared.canonical)
         try validate(doc.id, rev: rev, body: prepared.body, deleted: deleted, source: .local, current: currentDoc)
         tree.addChild(of: parent, deleted: deleted, canonicalBody: prepared.canonical)
-        let seq = try store(doc.id, key: stored?.key, tree: &tree)
+        let seq = try store(doc.id, key: stored?.key, tree: &tree,
+                            typeHint: TypeHint(revision: rev, type: Self.documentType(in: prepared.body, path: context.typePath)))
         return Document(id: doc.id, revisionID: rev, properties: prepared.body, isDeleted: deleted, sequence: seq)
     }
 
@@ -207,7 +259,16 @@ final class WriteTransaction {
         history.reserveCapacity(r.history.count)
         for text in r.history { history.append(try RevisionID(text)) }
         guard r.body.count <= options.maxDocumentSize else { throw .tooLarge(limit: options.maxDocumentSize) }
-        guard try JSONScanner.validate(r.body, maxDepth: options.maxJSONDepth) == .object else { throw .notAnObject }
+        let scanned = try JSONScanner.scan(r.body, maxDepth: options.maxJSONDepth, capture: context.typeKeyBytes)
+        guard scanned.top == .object else { throw .notAnObject }
+        // Only a body with a `_`-key (or an escaped key) can carry `_attachments` or hide the
+        // type key: the others, nearly all of them, are not parsed.
+        var type = scanned.captured
+        if scanned.reservedKey || context.typeKeyBytes.isEmpty {
+            let props = try JSONParser.parseObject(r.body)
+            try checkReplicatedAttachments(props, generation: history[0].generation)
+            type = Self.documentType(in: props, path: context.typePath)
+        }
 
         let stored = try load(r.documentID)
         var tree = stored?.tree ?? RevisionTree()
@@ -247,7 +308,8 @@ final class WriteTransaction {
             resolved = true
         }
         if let remote { tree.setRemoteRevision(rev, remote: remote) }
-        let seq = try store(r.documentID, key: stored?.key, tree: &tree)
+        let seq = try store(r.documentID, key: stored?.key, tree: &tree,
+                            typeHint: TypeHint(revision: rev, type: type))
         return InsertOutcome(status: .inserted, current: tree.current?.revisionID, conflictedWith: conflictedWith,
                              resolved: resolved, sequence: seq)
     }
@@ -281,7 +343,9 @@ final class WriteTransaction {
             let body = try Self.properties(of: l.body ?? Self.emptyObject, documentID: documentID)
             created = tree.addChild(of: remote, deleted: l.isDeleted, canonicalBody: CanonicalJSON.encode(body))
         case .merged(let props):
-            let prepared = try prepareBody(props)
+            var prepared = try prepareBody(props)
+            try prepareAttachments(&prepared, generation: remote.generation + 1,
+                                   previous: r.body.flatMap { try? JSONParser.parseObject($0) })
             created = tree.addChild(of: remote, deleted: prepared.deleted, canonicalBody: prepared.canonical)
         case .delete:
             if !(r.isDeleted && resolver.isDefault) {

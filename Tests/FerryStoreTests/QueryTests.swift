@@ -33,7 +33,7 @@ import Testing
         let (db, dir) = try sample()
         _ = dir
         #expect(try db.documents(ofType: "task").map(\.id) == ["doc00", "doc02", "doc06", "doc08", "doc10", "doc12", "doc14", "doc16", "doc18"])
-        #expect(try db.explain(.equal("type", "task")).joined().contains("docs_field_"))
+        #expect(try db.explain(.equal("type", "task")).joined().contains("docs_by_type"))
     }
 
     @Test func predicatesCompileToSQL() throws {
