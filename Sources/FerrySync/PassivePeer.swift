@@ -39,14 +39,19 @@ final class PassivePeer: Sendable {
         }
     }
 
-    /// Registers the handlers and starts serving; returns when the connection has closed.
-    func serve() async {
+    /// Registers the handlers. Call on the connection's loop as soon as it opens, so that no
+    /// request arrives before its handler.
+    func register() {
         let work = self.work
         for profile in ["getCheckpoint", "setCheckpoint", "proposeChanges", "changes"] {
             connection.register(profile: profile) { work.yield($0) }
         }
         connection.register(profile: "subChanges") { [self] in startFeed($0) }
         connection.register(profile: "rev") { [self] in handleRev($0) }
+    }
+
+    /// Serves until the connection closes, then stops the workers.
+    func serve() async {
         _ = await connection.closed()
         work.finish()
         feed.withLock { $0 }?.cancel()

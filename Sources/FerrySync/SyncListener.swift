@@ -128,6 +128,7 @@ public final class SyncListener: Sendable {
                     let peer = PassivePeer(database: db, connection: conn,
                                            pullFilters: { name in shared.filters.withLock { $0[name] } },
                                            reporter: shared.reporter, logger: logger)
+                    peer.register()
                     Task {
                         await peer.serve()
                         shared.peers.withLock { _ = $0.removeValue(forKey: key) }

@@ -7,6 +7,13 @@ import Testing
 let ferryExecutable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
     .deletingLastPathComponent().appendingPathComponent("ferry")
 
+/// Runs blocking work (waiting for a child process, reading its pipe) on a thread of its own:
+/// blocking the few threads of Swift's cooperative pool would starve the in-process peer the
+/// child is talking to (and the other tests running in parallel).
+func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { c in Thread { c.resume(returning: body()) }.start() }
+}
+
 /// Runs `ferry` with arguments; returns its exit status and standard output.
 @discardableResult
 func runFerry(_ args: [String]) async throws -> (status: Int32, output: String) {
@@ -16,11 +23,10 @@ func runFerry(_ args: [String]) async throws -> (status: Int32, output: String) 
     let out = Pipe()
     p.standardOutput = out
     p.standardError = FileHandle.nullDevice
-    let done = AsyncStream<Void>.makeStream()
-    p.terminationHandler = { _ in done.continuation.finish() }
     try p.run()
-    let data = out.fileHandleForReading.readDataToEndOfFile()
-    for await _ in done.stream {}
+    let handle = out.fileHandleForReading
+    let data = await offPool { handle.readDataToEndOfFile() }
+    await offPool { p.waitUntilExit() }
     return (p.terminationStatus, String(decoding: data, as: UTF8.self))
 }
 
@@ -51,7 +57,7 @@ struct ProcessTests {
             if acknowledged == 10_000 { break }
         }
         kill(first.processIdentifier, SIGKILL)
-        first.waitUntilExit()
+        await offPool { first.waitUntilExit() }
         #expect(first.terminationReason == .uncaughtSignal)
         let sentBeforeKill = listener.statistics.revisionMessagesSent
         #expect(sentBeforeKill < total, "killed part-way")
@@ -73,13 +79,16 @@ struct ProcessTests {
         let dir = TempDir()
         // Two `ferry serve` processes; B replicates continuously with A.
         let a = Process(), b = Process()
+        // A failed expectation must not leave the servers running.
+        defer { for p in [a, b] where p.isRunning { kill(p.processIdentifier, SIGKILL) } }
         let aOut = Pipe(), bOut = Pipe()
         a.executableURL = ferryExecutable
         a.arguments = ["serve", "--db", dir.path("a.db"), "--port", "0"]
         a.standardOutput = aOut
         a.standardError = FileHandle.nullDevice
         try a.run()
-        let aLine = try #require(readLine(from: aOut.fileHandleForReading))
+        let aHandle = aOut.fileHandleForReading, bHandle = bOut.fileHandleForReading
+        let aLine = try #require(await offPool { readLine(from: aHandle) })
         #expect(aLine.hasPrefix("ferry: serving"))
         let url = try #require(aLine.split(separator: " ").first { $0.hasPrefix("ws://") }).replacingOccurrences(of: "/_blipsync", with: "")
         b.executableURL = ferryExecutable
@@ -87,7 +96,7 @@ struct ProcessTests {
         b.standardOutput = bOut
         b.standardError = FileHandle.nullDevice
         try b.run()
-        _ = readLine(from: bOut.fileHandleForReading)
+        _ = await offPool { readLine(from: bHandle) }
 
         // A write by another process to A's file reaches B through both servers.
         try await runFerry(["put", "--db", dir.path("a.db"), "hello", #"{"from":"a"}"#])
@@ -102,7 +111,7 @@ struct ProcessTests {
         #expect(get.output.contains(#""_id":"hello""#) && get.output.contains(#""from":"a""#))
         for p in [b, a] {
             p.interrupt()
-            p.waitUntilExit()
+            await offPool { p.waitUntilExit() }
             #expect(p.terminationStatus == 0, "stops cleanly on SIGINT")
         }
     }
