@@ -48,6 +48,8 @@ final class PassivePeer: Sendable {
         }
         connection.register(profile: "subChanges") { [self] in startFeed($0) }
         connection.register(profile: "rev") { [self] in handleRev($0) }
+        let db = database
+        connection.register(profile: "getAttachment") { AttachmentTransfer.serve($0, database: db) }
     }
 
     /// Serves until the connection closes, then stops the workers.
@@ -118,6 +120,26 @@ final class PassivePeer: Sendable {
             request.respondHTTPError(400, "\(error)")
             return
         }
+        if AttachmentTransfer.containsAttachments(revision.body) {
+            Task { [self] in
+                do throws(ReplicationError) {
+                    let atts: [Attachment]
+                    do throws(StoreError) { atts = try AttachmentTransfer.attachments(in: revision.body, documentID: revision.documentID, database: database) }
+                    catch { throw .store(error) }
+                    try await AttachmentTransfer.fetchMissing(atts, documentID: revision.documentID, connection: connection,
+                                                              database: database, policy: nil)
+                    store(revision, request)
+                } catch {
+                    if case .store(let e) = error { request.respondHTTPError(e.wireStatus, e.wireMessage) }
+                    else { request.respondHTTPError(502, "\(error)") }
+                }
+            }
+            return
+        }
+        store(revision, request)
+    }
+
+    private func store(_ revision: ReplicatedRevision, _ request: BLIPIncomingRequest) {
         let reporter = self.reporter
         inserter.enqueue(revision) { result in
             let rev = revision.history.first

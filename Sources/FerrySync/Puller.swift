@@ -42,14 +42,16 @@ final class Puller: Sendable {
     let logger: Logger
     let resolver: ReplicationConflictResolver?
     let checkpointer: Checkpointer
+    let downloadPolicy: AttachmentDownloadPolicy?
     private let state: State
     private let inserter: Inserter
     private let changesQueue: AsyncStream<BLIPIncomingRequest>.Continuation
     private let consumer: Task<Void, Never>
 
     init(database: Database, connection: BLIPConnection, remote: String, resolver: ReplicationConflictResolver?,
-         checkpointer: Checkpointer, reporter: Reporter, logger: Logger) {
+         checkpointer: Checkpointer, downloadPolicy: AttachmentDownloadPolicy?, reporter: Reporter, logger: Logger) {
         self.database = database
+        self.downloadPolicy = downloadPolicy
         self.connection = connection
         self.reporter = reporter
         self.logger = logger
@@ -88,6 +90,8 @@ final class Puller: Sendable {
         connection.register(profile: "changes") { queue.yield($0) }
         connection.register(profile: "rev") { [self] in handleRev($0) }
         connection.register(profile: "norev") { [self] in handleNoRev($0) }
+        let db = database
+        connection.register(profile: "getAttachment") { AttachmentTransfer.serve($0, database: db) }
     }
 
     /// Sends `subChanges`; the peer's changes then arrive on their own.
@@ -189,6 +193,31 @@ final class Puller: Sendable {
             request.respondHTTPError(400, "\(error)")
             return
         }
+        if AttachmentTransfer.containsAttachments(revision.body) {
+            // Blobs first (reference §3.9), off the loop; then the revision like any other.
+            Task { [self] in
+                do throws(ReplicationError) {
+                    let atts: [Attachment]
+                    do throws(StoreError) { atts = try AttachmentTransfer.attachments(in: revision.body, documentID: revision.documentID, database: database) }
+                    catch { throw .store(error) }
+                    try await AttachmentTransfer.fetchMissing(atts, documentID: revision.documentID, connection: connection,
+                                                              database: database, policy: downloadPolicy)
+                    store(revision, request)
+                } catch {
+                    request.respondHTTPError(502, "\(error)")
+                    reporter.event(DocumentEvent(direction: .pull, documentID: revision.documentID, revisionID: revision.history.first,
+                                                 isDeleted: revision.isDeleted, kind: .failed(error)))
+                    state.value.withLock { _ = $0.tracker.complete(documentID: revision.documentID, revisionID: revision.history.first ?? "") }
+                    reporter.completed(1)
+                    finishIfCaughtUp()
+                }
+            }
+            return
+        }
+        store(revision, request)
+    }
+
+    private func store(_ revision: ReplicatedRevision, _ request: BLIPIncomingRequest) {
         let rev = revision.history.first ?? ""
         inserter.enqueue(revision) { [self] result in
             switch result {

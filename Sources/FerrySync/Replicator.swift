@@ -132,6 +132,46 @@ public final class Replicator: Sendable {
         if let e = await waitUntilStopped() { throw e }
     }
 
+    /// Downloads the attachments that pulls skipped (download policy) for these documents (nil =
+    /// every document), from the peer, over a connection of its own; returns how many blobs
+    /// were fetched. Each is checked against its length and digest before it is stored.
+    @discardableResult
+    public func fetchAttachments(documentIDs: [String]? = nil) async throws(ReplicationError) -> Int {
+        let db = configuration.database
+        var ids = documentIDs ?? []
+        if documentIDs == nil {
+            var after: String?
+            while true {
+                let page: [Document]
+                do { page = try db.allDocuments(after: after, limit: 1000) } catch { throw .store(error) }
+                guard let last = page.last else { break }
+                ids += page.filter { $0.properties["_attachments"] != nil }.map(\.id)
+                after = last.id
+            }
+        }
+        var missing: [(id: String, attachment: Attachment)] = []
+        for id in ids {
+            do {
+                guard let doc = try db.document(id) else { continue }
+                for a in try db.attachments(of: doc) where !a.isFetched { missing.append((id, a)) }
+            } catch { throw .store(error) }
+        }
+        guard !missing.isEmpty else { return 0 }
+        let conn = try await connect()
+        var fetched = 0
+        do throws(ReplicationError) {
+            for (id, a) in missing where !db.hasBlob(digest: a.digest) {
+                try await AttachmentTransfer.fetch(a.digest, length: a.length, documentID: id, connection: conn, database: db)
+                fetched += 1
+            }
+        } catch {
+            await conn.close()
+            throw error
+        }
+        await conn.close()
+        return fetched
+    }
+
     private func setActivity(_ a: ActivityLevel, error: ReplicationError?? = .none) {
         let s = state.withLock { s -> ReplicatorStatus in
             s.status.activity = a
@@ -249,8 +289,10 @@ public final class Replicator: Sendable {
 
         let puller: Puller? = c.type == .push ? nil
             : Puller(database: db, connection: conn, remote: remoteName, resolver: c.conflictResolver,
-                     checkpointer: checkpointer, reporter: reporter, logger: logger)
+                     checkpointer: checkpointer, downloadPolicy: c.attachmentDownloadPolicy, reporter: reporter, logger: logger)
         puller?.register()
+        // The peer fetches the attachments of what we push.
+        if puller == nil { conn.register(profile: "getAttachment") { AttachmentTransfer.serve($0, database: db) } }
         let checkpointer = self.checkpointer
         let ids = c.documentIDs.map(Set.init)
         let pushFilter = c.pushFilter

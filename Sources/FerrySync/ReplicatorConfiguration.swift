@@ -60,6 +60,9 @@ public struct ReplicatorConfiguration: Sendable {
     public var batchSize = 200
     /// Revisions (and attachment downloads) in flight at once.
     public var maxConcurrentRevisions = 200
+    /// Which attachments of pulled revisions to download now (nil = all). Skipped ones keep
+    /// their metadata, unfetched, until `Replicator.fetchAttachments` gets them.
+    public var attachmentDownloadPolicy: AttachmentDownloadPolicy?
     /// Start from scratch instead of the saved checkpoint (the next run saves a new one).
     public var resetCheckpoint = false
 

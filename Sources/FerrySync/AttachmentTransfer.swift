@@ -1,0 +1,88 @@
+import FerryBLIP
+import FerryStore
+
+/// What a download policy is asked about one attachment of a pulled revision.
+public struct AttachmentInfo: Sendable, Equatable {
+    /// The document it belongs to.
+    public let documentID: String
+    /// Its name in `_attachments`.
+    public let name: String
+    /// Its content address.
+    public let digest: BlobDigest
+    /// Its size in bytes.
+    public let length: Int64
+    /// Its MIME type, if given.
+    public let contentType: String?
+}
+
+/// Decides per attachment whether a pull downloads it now; a skipped one keeps its metadata
+/// (`Attachment.isFetched == false`) and can be fetched later with `Replicator.fetchAttachments`.
+public typealias AttachmentDownloadPolicy = @Sendable (AttachmentInfo) -> Bool
+
+/// Attachments on the wire (reference §3.9): the receiver of a `rev` asks the sender for every
+/// blob it lacks with `getAttachment` (`digest`, `docID`), checks length and SHA-1, stores it,
+/// and only then stores the revision — so a stored revision's attachments are present unless a
+/// download policy skipped them.
+enum AttachmentTransfer {
+    /// The attachments a received body references, or [] (cheap for bodies without any).
+    static func attachments(in body: [UInt8], documentID: String, database: Database) throws(StoreError) -> [Attachment] {
+        guard containsAttachments(body) else { return [] }
+        let doc = try Document(id: documentID, json: body)
+        return try database.attachments(of: doc)
+    }
+
+    private static let key = Array(#""_attachments""#.utf8)
+
+    static func containsAttachments(_ body: [UInt8]) -> Bool {
+        guard body.count >= key.count else { return false }
+        return body.withUnsafeBufferPointer { b in
+            var i = 0
+            while i + key.count <= b.count {
+                if b[i] == key[0] && key.indices.allSatisfy({ b[i + $0] == key[$0] }) { return true }
+                i += 1
+            }
+            return false
+        }
+    }
+
+    /// Downloads the missing blobs of a revision the policy wants, over `connection`.
+    static func fetchMissing(_ attachments: [Attachment], documentID: String, connection: BLIPConnection,
+                             database: Database, policy: AttachmentDownloadPolicy?) async throws(ReplicationError) {
+        for a in attachments where !a.isFetched {
+            let info = AttachmentInfo(documentID: documentID, name: a.name, digest: a.digest, length: a.length, contentType: a.contentType)
+            if let policy, !policy(info) { continue }
+            try await fetch(a.digest, length: a.length, documentID: documentID, connection: connection, database: database)
+        }
+    }
+
+    /// Fetches one blob and stores it after checking its length and digest.
+    static func fetch(_ digest: BlobDigest, length: Int64, documentID: String, connection: BLIPConnection,
+                      database: Database) async throws(ReplicationError) {
+        let reply: BLIPMessage
+        do {
+            reply = try await connection.send(.request(profile: "getAttachment",
+                                                       properties: [("digest", digest.description), ("docID", documentID)]))
+        } catch { throw ReplicationError(error) }
+        guard Int64(reply.body.count) == length, BlobDigest(of: reply.body) == digest else {
+            throw .protocolError("attachment \(digest) of \(documentID): the peer sent \(reply.body.count) bytes that do not match")
+        }
+        do { _ = try database.writeBlob(reply.body) } catch { throw .store(error) }
+    }
+
+    /// Answers `getAttachment` from the blob store (off the event loop): any blob this database
+    /// has, as Couchbase Lite does; `HTTP`/404 otherwise.
+    static func serve(_ request: BLIPIncomingRequest, database: Database) {
+        Task {
+            let p = request.message.properties
+            guard let text = p["digest"], let digest = try? BlobDigest(text) else {
+                return request.respondHTTPError(400, "getAttachment needs a sha1- digest")
+            }
+            do {
+                let bytes = try database.readBlob(digest: digest).readAll()
+                request.respond(body: bytes, compressed: p.bool("compress"))
+            } catch {
+                request.respondHTTPError(404, "no attachment \(text)")
+            }
+        }
+    }
+}
