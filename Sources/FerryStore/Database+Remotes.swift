@@ -49,3 +49,25 @@ extension Database {
         await writer.notifier.wait(after: sequence)
     }
 }
+
+extension Database {
+    /// The revision trees of several documents read in one read transaction (missing ones are
+    /// absent from the result): what the replicator reads per batch.
+    public func revisionTrees(of documentIDs: [String]) throws(StoreError) -> [String: RevisionTree] {
+        guard !documentIDs.isEmpty else { return [:] }
+        return try readers.withReader { (c) throws(StoreError) -> [String: RevisionTree] in
+            try c.execute("BEGIN")
+            defer { try? c.execute("COMMIT") }
+            let s = try c.prepare("SELECT body, tree FROM docs WHERE doc_id = ?")
+            var out: [String: RevisionTree] = [:]
+            out.reserveCapacity(documentIDs.count)
+            for id in documentIDs {
+                defer { s.reset() }
+                s.bind(1, id)
+                guard try s.step() else { continue }
+                out[id] = try RevisionTreeCodec.decode(s.bytes(1), currentBody: s.bytes(0), documentID: id)
+            }
+            return out
+        }
+    }
+}

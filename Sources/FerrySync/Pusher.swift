@@ -61,10 +61,26 @@ final class Pusher: Sendable {
         var counted: Int
         do { counted = try database.pendingChangeCount(since: since) } catch { throw .store(error) }
         reporter.found(counted, direction: .push)
+        // An active push overlaps two batches (proposing the next while the previous one's
+        // revisions are in flight): a batch lost to a crash is only re-proposed, and the peer
+        // answers 304 for what it already stored. A feed for a pull keeps one batch in flight,
+        // so a killed puller re-fetches at most one batch.
+        var inFlight: (task: Task<Result<Void, ReplicationError>, Never>, last: Int64)?
+        let overlap: Bool
+        if case .propose = mode { overlap = true } else { overlap = false }
+        func settle() async throws(ReplicationError) {
+            guard let previous = inFlight else { return }
+            inFlight = nil
+            try await previous.task.value.get()
+            do { try await batchDone(previous.last) } catch {
+                throw (error as? ReplicationError) ?? .protocolError("\(error)")
+            }
+        }
         while !Task.isCancelled {
             let changes: [Change]
             do { changes = try database.changes(since: position, limit: batchSize) } catch { throw .store(error) }
             guard let last = changes.last else {
+                try await settle()
                 if !announcedCaughtUp {
                     // The empty message tells the peer we are caught up (sent NoReply, as Couchbase does).
                     connection.send(.request(profile: profile, body: Array("[]".utf8), noReply: true)) { _ in }
@@ -83,17 +99,23 @@ final class Pusher: Sendable {
                 }
             }
             reporter.completed(changes.count - selected.count)
-            if !selected.isEmpty {
-                switch mode {
-                case .propose(let remote, let alsoPulling): try await propose(selected, remote: remote, alsoPulling: alsoPulling)
-                case .changes: try await offer(selected)
-                }
+            let batch = selected
+            let work = Task { () -> Result<Void, ReplicationError> in
+                guard !batch.isEmpty else { return .success(()) }
+                do throws(ReplicationError) {
+                    switch self.mode {
+                    case .propose(let remote, let alsoPulling): try await self.propose(batch, remote: remote, alsoPulling: alsoPulling)
+                    case .changes: try await self.offer(batch)
+                    }
+                    return .success(())
+                } catch { return .failure(error) }
             }
+            try await settle()
+            inFlight = (work, last.sequence)
+            if !overlap { try await settle() }
             position = last.sequence
-            do { try await batchDone(position) } catch {
-                throw (error as? ReplicationError) ?? .protocolError("\(error)")
-            }
         }
+        inFlight?.task.cancel()
     }
 
     // MARK: Active push (proposeChanges)
@@ -195,21 +217,19 @@ final class Pusher: Sendable {
                           noConflicts: Bool) async throws(ReplicationError) -> [(documentID: String, revisionID: RevisionID)] {
         var messages: [BLIPMessage] = []
         var sent: [Change] = []
+        let trees: [String: RevisionTree]
+        do { trees = try database.revisionTrees(of: items.map(\.change.documentID)) } catch { throw .store(error) }
         for (change, known, sequence) in items {
             let id = change.documentID, rev = change.revisionID.description
-            do {
-                if let m = try RevMessage.make(database: database, documentID: id, revisionID: rev, knownRevisions: known,
-                                               maxHistory: 50, sequence: sequence, noConflicts: noConflicts) {
-                    messages.append(m)
-                    sent.append(change)
-                } else {
-                    // Superseded since it was listed: the newer revision comes in a later batch.
-                    connection.send(RevMessage.makeNoRev(documentID: id, revisionID: rev, sequence: sequence,
-                                                         status: 410, reason: "revision superseded")) { _ in }
-                    reporter.completed(1)
-                }
-            } catch {
-                fail(change, .store(error))
+            if let m = RevMessage.make(tree: trees[id], documentID: id, revisionID: rev, knownRevisions: known,
+                                       maxHistory: 50, sequence: sequence, noConflicts: noConflicts) {
+                messages.append(m)
+                sent.append(change)
+            } else {
+                // Superseded since it was listed: the newer revision comes in a later batch.
+                connection.send(RevMessage.makeNoRev(documentID: id, revisionID: rev, sequence: sequence,
+                                                     status: 410, reason: "revision superseded")) { _ in }
+                reporter.completed(1)
             }
         }
         reporter.onRevisionsSent(messages.count)

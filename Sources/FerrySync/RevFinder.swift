@@ -11,9 +11,10 @@ enum RevFinder {
                        database: Database) throws(StoreError) -> [ReplicationMessages.ChangeAnswer] {
         var out: [ReplicationMessages.ChangeAnswer] = []
         out.reserveCapacity(entries.count)
+        let trees = try database.revisionTrees(of: entries.map(\.documentID))
         for e in entries {
             guard !e.isAccessLoss, let rev = try? RevisionID(e.revisionID) else { out.append(.skip); continue }
-            guard let tree = try database.revisionTree(of: e.documentID) else {
+            guard let tree = trees[e.documentID] else {
                 out.append(.send(knownRevisions: []))
                 continue
             }
@@ -34,8 +35,9 @@ enum RevFinder {
                        database: Database) throws(StoreError) -> [ReplicationMessages.ProposalStatus] {
         var out: [ReplicationMessages.ProposalStatus] = []
         out.reserveCapacity(proposals.count)
+        let trees = try database.revisionTrees(of: proposals.map(\.documentID))
         for p in proposals {
-            guard let tree = try database.revisionTree(of: p.documentID), let current = tree.current else {
+            guard let tree = trees[p.documentID], let current = tree.current else {
                 out.append(.send)
                 continue
             }

@@ -11,10 +11,9 @@ enum RevMessage {
 
     /// The `rev` request for `revisionID` of a document, or nil if that revision's body is no
     /// longer kept (the caller sends `norev`).
-    static func make(database: Database, documentID: String, revisionID: String, knownRevisions: [String],
-                     maxHistory: Int, sequence: JSONValue, noConflicts: Bool) throws(StoreError) -> BLIPMessage? {
-        guard let rev = try? RevisionID(revisionID), let tree = try database.revisionTree(of: documentID),
-              let node = tree.nodes[rev], let body = node.body else { return nil }
+    static func make(tree: RevisionTree?, documentID: String, revisionID: String, knownRevisions: [String],
+                     maxHistory: Int, sequence: JSONValue, noConflicts: Bool) -> BLIPMessage? {
+        guard let rev = try? RevisionID(revisionID), let tree, let node = tree.nodes[rev], let body = node.body else { return nil }
         let known = Set(knownRevisions)
         var history: [String] = []
         for ancestor in tree.history(of: rev, limit: maxHistory + 1).dropFirst() {

@@ -7,7 +7,8 @@
 //   pull     — a fresh database in this process pulls them back from that child;
 //   latency  — a continuous push-and-pull between two in-process peers: one document saved,
 //              time until it is in the other peer's change feed (p50, p99);
-// with the peak RSS of each process (this one: VmHWM; the child: /proc/<pid>/status VmHWM).
+// with the peak RSS of each process while replicating (VmHWM; this process resets its own after
+// preparing the documents, through /proc/self/clear_refs; the child: /proc/<pid>/status).
 import ArgumentParser
 import FerryStore
 import FerrySync
@@ -52,16 +53,20 @@ struct SyncBench: AsyncParsableCommand {
         // Ceiling: the store's batched replicated insert.
         let ceilingPath = path("ceiling")
         let ceilingDB = try Database.open(at: ceilingPath)
-        let revisions = (0..<count).map { i in
-            ReplicatedRevision(documentID: String(format: "doc-%06d", i), history: ["1-" + String(format: "%040x", i)],
-                               body: CanonicalJSON.encode(.object(props(i))))
+        var ceiling = 0.0
+        do {
+            let revisions = (0..<count).map { i in
+                ReplicatedRevision(documentID: String(format: "doc-%06d", i), history: ["1-" + String(format: "%040x", i)],
+                                   body: CanonicalJSON.encode(.object(props(i))))
+            }
+            let t = Self.now()
+            for start in stride(from: 0, to: count, by: 200) {
+                _ = try ceilingDB.insert(Array(revisions[start..<min(start + 200, count)]))
+            }
+            ceiling = Double(count) / (Self.now() - t)
         }
-        var t = Self.now()
-        for start in stride(from: 0, to: count, by: 200) {
-            _ = try ceilingDB.insert(Array(revisions[start..<min(start + 200, count)]))
-        }
-        let ceiling = Double(count) / (Self.now() - t)
         ceilingDB.close()
+        var t = Self.now()
 
         // The source database (local saves, not timed).
         let sourcePath = path("source")
@@ -69,6 +74,9 @@ struct SyncBench: AsyncParsableCommand {
         try source.inBatch { (b) throws(StoreError) in
             for i in 0..<count { try b.save(Document(id: String(format: "doc-%06d", i), properties: props(i))) }
         }
+
+        // Peak RSS from here on is the replication's, not the documents prepared above.
+        try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
 
         // The passive peer: a `ferry serve` child process.
         let servedPath = path("served")
