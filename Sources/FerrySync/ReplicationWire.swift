@@ -1,0 +1,26 @@
+import FerryBLIP
+import FerryStore
+
+/// The replication protocol's parsers of untrusted input, public for tools and the fuzz target:
+/// each reads a message as a peer would and throws the typed error the peer would answer with.
+/// Nothing here touches a database.
+public enum ReplicationWire {
+    /// Parses a request of `profile` (`changes`, `proposeChanges`, `rev`) or, with
+    /// `isResponse`, the response to one (`changes`/`proposeChanges` responses for `count`
+    /// entries). Size limits apply before parsing (16 MiB bodies).
+    public static func check(profile: String, properties: BLIPProperties = BLIPProperties(), body: [UInt8],
+                             isResponse: Bool = false, count: Int = 200) throws(ReplicationError) {
+        switch (profile, isResponse) {
+        case ("changes", false): _ = try ReplicationMessages.decodeChanges(body)
+        case ("changes", true): _ = try ReplicationMessages.decodeChangeAnswers(body, count: count)
+        case ("proposeChanges", false): _ = try ReplicationMessages.decodeProposals(body)
+        case ("proposeChanges", true): _ = try ReplicationMessages.decodeProposalStatuses(body, count: count)
+        case ("rev", _):
+            var p = properties
+            p["Profile"] = "rev"
+            _ = try RevMessage.read(BLIPMessage(type: .request, properties: p, body: body))
+        default:
+            throw .protocolError("no parser for \(profile)")
+        }
+    }
+}
