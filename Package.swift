@@ -51,7 +51,7 @@ let package = Package(
                                .product(name: "Logging", package: "swift-log")]),
         // The peer process: serve, sync, put/get/delete/ls.
         .executableTarget(name: "ferry",
-                          dependencies: ["FerrySync", "FerryStore",
+                          dependencies: ["FerrySync", "FerryStore", "FerryNet",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         // A child process for the durability test: commits batches and reports each one.
         .executableTarget(name: "ferry-store-writer", dependencies: ["FerryStore"]),

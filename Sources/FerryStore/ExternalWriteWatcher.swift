@@ -20,12 +20,19 @@ final class ExternalWriteWatcher: Sendable {
             source = nil
             return
         }
-        let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: DispatchQueue(label: "ferry.store.watch"))
+        let queue = DispatchQueue(label: "ferry.store.watch")
+        let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
         source.setEventHandler { [weak writer] in
             // Drain the events; what changed is read from the database itself.
             var buffer = [UInt8](repeating: 0, count: 4096)
             while buffer.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }) > 0 {}
             writer?.noticeExternalCommits()
+            // The last write to the WAL (the commit frame) comes just before the other process
+            // publishes the commit in the shared-memory index, which inotify cannot see: look
+            // again shortly after, so a commit is never missed for want of a later write.
+            for ms in [5, 25, 100, 400] {
+                queue.asyncAfter(deadline: .now() + .milliseconds(ms)) { [weak writer] in writer?.noticeExternalCommits() }
+            }
         }
         source.setCancelHandler { Glibc.close(fd) }
         source.resume()

@@ -45,6 +45,17 @@ enum AttachmentTransfer {
         }
     }
 
+    /// Before a received revision is stored: downloads the blobs it references that are not here
+    /// and that `policy` wants (all when nil), over `connection`. Returns at once for a body
+    /// without attachments.
+    static func fetchMissing(for revision: ReplicatedRevision, connection: BLIPConnection, database: Database,
+                             policy: AttachmentDownloadPolicy?) async throws(ReplicationError) {
+        let atts: [Attachment]
+        do throws(StoreError) { atts = try attachments(in: revision.body, documentID: revision.documentID, database: database) }
+        catch { throw .store(error) }
+        try await fetchMissing(atts, documentID: revision.documentID, connection: connection, database: database, policy: policy)
+    }
+
     /// Downloads the missing blobs of a revision the policy wants, over `connection`.
     static func fetchMissing(_ attachments: [Attachment], documentID: String, connection: BLIPConnection,
                              database: Database, policy: AttachmentDownloadPolicy?) async throws(ReplicationError) {

@@ -123,11 +123,7 @@ final class PassivePeer: Sendable {
         if AttachmentTransfer.containsAttachments(revision.body) {
             Task { [self] in
                 do throws(ReplicationError) {
-                    let atts: [Attachment]
-                    do throws(StoreError) { atts = try AttachmentTransfer.attachments(in: revision.body, documentID: revision.documentID, database: database) }
-                    catch { throw .store(error) }
-                    try await AttachmentTransfer.fetchMissing(atts, documentID: revision.documentID, connection: connection,
-                                                              database: database, policy: nil)
+                    try await AttachmentTransfer.fetchMissing(for: revision, connection: connection, database: database, policy: nil)
                     store(revision, request)
                 } catch {
                     if case .store(let e) = error { request.respondHTTPError(e.wireStatus, e.wireMessage) }
@@ -183,15 +179,9 @@ final class PassivePeer: Sendable {
 
         let database = self.database
         let (onlyIDs, pullFilter, parameters) = (docIDs, filter, params)
-        var selector: Pusher.Selector?
-        if pullFilter != nil || onlyIDs != nil {
-            selector = { change in
-                if let onlyIDs, !onlyIDs.contains(change.documentID) { return false }
-                guard let pullFilter else { return true }
-                guard let doc = try database.document(change.documentID, includeDeleted: true) else { return false }
-                return pullFilter(doc, change.isDeleted ? .deleted : [], parameters)
-            }
-        }
+        var accept: (@Sendable (Document, DocumentFlags) -> Bool)?
+        if let pullFilter { accept = { doc, flags in pullFilter(doc, flags, parameters) } }
+        let selector = Pusher.selector(database: database, documentIDs: onlyIDs, filter: accept)
         let pusher = Pusher(database: database, connection: connection, mode: .changes, continuous: continuous,
                             batchSize: batch, select: selector, reporter: reporter, logger: logger)
         let logger = self.logger

@@ -197,11 +197,7 @@ final class Puller: Sendable {
             // Blobs first (reference §3.9), off the loop; then the revision like any other.
             Task { [self] in
                 do throws(ReplicationError) {
-                    let atts: [Attachment]
-                    do throws(StoreError) { atts = try AttachmentTransfer.attachments(in: revision.body, documentID: revision.documentID, database: database) }
-                    catch { throw .store(error) }
-                    try await AttachmentTransfer.fetchMissing(atts, documentID: revision.documentID, connection: connection,
-                                                              database: database, policy: downloadPolicy)
+                    try await AttachmentTransfer.fetchMissing(for: revision, connection: connection, database: database, policy: downloadPolicy)
                     store(revision, request)
                 } catch {
                     request.respondHTTPError(502, "\(error)")

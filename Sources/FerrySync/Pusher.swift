@@ -22,6 +22,19 @@ final class Pusher: Sendable {
     /// Decides whether a change is sent (document IDs, filters).
     typealias Selector = @Sendable (Change) throws -> Bool
 
+    /// The selector for a document-ID set and a filter given the document (tombstone fields
+    /// included) and its flags; nil when neither is set (every change is sent, no reads).
+    static func selector(database: Database, documentIDs: Set<String>?,
+                         filter: (@Sendable (Document, DocumentFlags) -> Bool)?) -> Selector? {
+        guard documentIDs != nil || filter != nil else { return nil }
+        return { change in
+            if let documentIDs, !documentIDs.contains(change.documentID) { return false }
+            guard let filter else { return true }
+            guard let doc = try database.document(change.documentID, includeDeleted: true) else { return false }
+            return filter(doc, change.isDeleted ? .deleted : [])
+        }
+    }
+
     let database: Database
     let connection: BLIPConnection
     let mode: Mode

@@ -261,13 +261,19 @@ public final class Replicator: Sendable {
         }
     }
 
+    /// The push filter with its parameters bound, as the pusher's selector takes it.
+    private var pushAccept: (@Sendable (Document, DocumentFlags) -> Bool)? {
+        guard let f = configuration.pushFilter else { return nil }
+        let params = configuration.pushFilterParameters
+        return { doc, flags in f(doc, flags, params) }
+    }
+
     private func isSelectedForPush(_ change: Change) throws(ReplicationError) -> Bool {
-        if let ids = configuration.documentIDs, !ids.contains(change.documentID) { return false }
-        guard let filter = configuration.pushFilter else { return true }
-        do {
-            guard let doc = try configuration.database.document(change.documentID, includeDeleted: true) else { return false }
-            return filter(doc, change.isDeleted ? .deleted : [], configuration.pushFilterParameters)
-        } catch { throw .store(error) }
+        let c = configuration
+        let select = Pusher.selector(database: c.database, documentIDs: c.documentIDs.map(Set.init), filter: pushAccept)
+        do { return try select?(change) ?? true } catch {
+            throw (error as? StoreError).map { .store($0) } ?? .protocolError("\(error)")
+        }
     }
 
     /// One connected session: checkpoints, then push and pull side by side. Returns when a
@@ -295,17 +301,7 @@ public final class Replicator: Sendable {
         if puller == nil { conn.register(profile: "getAttachment") { AttachmentTransfer.serve($0, database: db) } }
         let checkpointer = self.checkpointer
         let ids = c.documentIDs.map(Set.init)
-        let pushFilter = c.pushFilter
-        let params = c.pushFilterParameters
-        var select: Pusher.Selector?
-        if ids != nil || pushFilter != nil {
-            select = { change in
-                if let ids, !ids.contains(change.documentID) { return false }
-                guard let pushFilter else { return true }
-                guard let doc = try db.document(change.documentID, includeDeleted: true) else { return false }
-                return pushFilter(doc, change.isDeleted ? .deleted : [], params)
-            }
-        }
+        let select = Pusher.selector(database: db, documentIDs: ids, filter: pushAccept)
         let pusher: Pusher? = c.type == .pull ? nil
             : Pusher(database: db, connection: conn, mode: .propose(remote: remoteName, alsoPulling: c.type == .pushAndPull),
                      continuous: c.continuous, batchSize: c.batchSize, select: select, reporter: reporter, logger: logger) {

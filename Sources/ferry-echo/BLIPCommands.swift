@@ -30,7 +30,7 @@ struct BLIPServe: AsyncParsableCommand {
         }
         print("ferry-echo BLIP_3+\(app) listening on ws://\(listener.boundAddress)\(path ?? "/")")
         fflush(nil)
-        await waitForTermination()
+        await waitForTerminationSignal()
         await listener.close()
         group.shutdown()
     }

@@ -53,23 +53,8 @@ struct Serve: AsyncParsableCommand {
         }
         print("ferry-echo listening on ws://\(listener.boundAddress)/")
         fflush(nil)
-        await waitForTermination()
+        await waitForTerminationSignal()
         await listener.close()
         group.shutdown()
     }
-}
-
-/// Suspends until SIGINT or SIGTERM.
-func waitForTermination() async {
-    let (signals, continuation) = AsyncStream<Void>.makeStream()
-    // The sources live as long as this function, which is as long as they are needed.
-    let sources = [SIGINT, SIGTERM].map { sig in
-        signal(sig, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-        source.setEventHandler { continuation.finish() }
-        source.resume()
-        return source
-    }
-    for await _ in signals {}
-    sources.forEach { $0.cancel() }
 }

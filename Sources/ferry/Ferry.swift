@@ -1,4 +1,5 @@
 import ArgumentParser
+import FerryNet
 import FerryStore
 import Foundation
 
@@ -23,21 +24,6 @@ struct DatabaseOption: ParsableArguments {
             throw ValidationError("cannot open \(db): \(error)")
         }
     }
-}
-
-/// Suspends until SIGINT or SIGTERM.
-func waitForTermination() async {
-    let (signals, continuation) = AsyncStream<Void>.makeStream()
-    // The sources live as long as this function, which is as long as they are needed.
-    let sources = [SIGINT, SIGTERM].map { sig in
-        signal(sig, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-        source.setEventHandler { continuation.finish() }
-        source.resume()
-        return source
-    }
-    for await _ in signals {}
-    sources.forEach { $0.cancel() }
 }
 
 /// Writes a line to standard error.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import FerryNet
 import FerryStore
 import FerrySync
 import Foundation
@@ -51,7 +52,7 @@ struct Serve: AsyncParsableCommand {
             r.start()
             replicators.append(r)
         }
-        await waitForTermination()
+        await waitForTerminationSignal()
         for r in replicators { await r.stop() }
         await listener.stop()
         db.close()

@@ -1,4 +1,5 @@
 import ArgumentParser
+import FerryNet
 import FerryStore
 import FerrySync
 import Foundation
@@ -65,7 +66,7 @@ struct Sync: AsyncParsableCommand {
         }
         if continuous {
             replicator.start()
-            let stop = Task { await waitForTermination(); await replicator.stop() }
+            let stop = Task { await waitForTerminationSignal(); await replicator.stop() }
             let error = await replicator.waitUntilStopped()
             stop.cancel()
             try finish(await tally.value, error: error, terminal: terminal)

@@ -1,5 +1,5 @@
 @testable import FerryStore
-import FerryTestSupport
+@_exported import FerryTestSupport
 import Foundation
 
 
@@ -7,18 +7,6 @@ import Foundation
 func vectorLines(_ name: String) throws -> [[String]] {
     let text = try String(contentsOf: packageRoot.appendingPathComponent("Protocol/vectors/\(name)"), encoding: .utf8)
     return text.split(separator: "\n").filter { !$0.hasPrefix("#") }.map { $0.split(separator: "\t", omittingEmptySubsequences: false).map(String.init) }
-}
-
-/// A fresh temporary directory, removed when the value is dropped.
-final class TempDir: @unchecked Sendable {
-    // @unchecked: immutable after init; only the path string is shared.
-    let url: URL
-    init() {
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-store-\(UUID().uuidString)")
-        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-    deinit { try? FileManager.default.removeItem(at: url) }
-    func path(_ name: String) -> String { url.appendingPathComponent(name).path }
 }
 
 /// Opens a fresh database in a new temp dir; keep the dir alive as long as the database.

@@ -127,3 +127,69 @@ func readLine(from handle: FileHandle) -> String? {
     }
     return bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self)
 }
+
+@Suite("Heartbeat and continuous one-way replication")
+struct HeartbeatTests {
+    @Test func aFrozenPeerIsDetectedByTheHeartbeat() async throws {
+        let dir = TempDir()
+        let server = Process()
+        let out = Pipe()
+        server.executableURL = ferryExecutable
+        server.arguments = ["serve", "--db", dir.path("frozen.db"), "--port", "0"]
+        server.standardOutput = out
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        defer { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }
+        let handle = out.fileHandleForReading
+        let line = try #require(await offPool { readLine(from: handle) })
+        let url = try #require(line.split(separator: " ").first { $0.hasPrefix("ws://") }).replacingOccurrences(of: "/_blipsync", with: "")
+
+        let molly = try await Peer.make("molly")
+        var c = ReplicatorConfiguration(database: molly.db, target: url)
+        c.continuous = true
+        c.heartbeat = 0.3
+        c.maxAttemptWaitTime = 0.3
+        let r = Replicator(configuration: c)
+        let statuses = r.statusChanges()
+        r.start()
+        for await s in statuses where s.activity == .idle { break }
+        // The peer stops answering (its process is frozen, its socket stays open): only the
+        // heartbeat can tell.
+        kill(server.processIdentifier, SIGSTOP)
+        var sawOffline = false
+        for await s in statuses where s.activity == .offline {
+            sawOffline = true
+            #expect(s.lastError?.isTransient == true)
+            break
+        }
+        #expect(sawOffline)
+        kill(server.processIdentifier, SIGCONT)
+        await r.stop()
+        await molly.stop()
+    }
+
+    @Test(arguments: [ReplicatorConfiguration.ReplicatorType.push, .pull])
+    func continuousOneWayReplicationPropagates(_ type: ReplicatorConfiguration.ReplicatorType) async throws {
+        let molly = try await Peer.make("molly")
+        let naomi = try await Peer.make("naomi", serving: true)
+        var c = ReplicatorConfiguration(database: molly.db, target: naomi.url)
+        c.type = type
+        c.continuous = true
+        let r = Replicator(configuration: c)
+        let statuses = r.statusChanges()
+        r.start()
+        for await s in statuses where s.activity == .idle { break }
+        let (from, to) = type == .push ? (molly, naomi) : (naomi, molly)
+        for i in 0..<3 {
+            let doc = try from.put("live-\(i)", ["i": .int(Int64(i))])
+            try await waitFor(to.db, "live-\(i)", revision: doc.revisionID?.description)
+        }
+        // Nothing travels the other way.
+        try to.put("stays", ["here": true])
+        let marker = try from.put("marker", ["m": 1])
+        try await waitFor(to.db, "marker", revision: marker.revisionID?.description)
+        #expect(try from.db.document("stays") == nil)
+        await r.stop()
+        await molly.stop(); await naomi.stop()
+    }
+}

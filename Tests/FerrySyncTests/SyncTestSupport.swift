@@ -1,18 +1,8 @@
 import FerryStore
+@_exported import FerryTestSupport
 @testable import FerrySync
 import Foundation
 import Testing
-
-/// A fresh temporary directory, removed when the value is dropped.
-final class TempDir: Sendable {
-    let url: URL
-    init() {
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-sync-\(UUID().uuidString)")
-        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-    deinit { try? FileManager.default.removeItem(at: url) }
-    func path(_ name: String) -> String { url.appendingPathComponent(name).path }
-}
 
 /// One device in a test: its own SQLite file, and (when serving) a listener on port 0.
 final class Peer: Sendable {

@@ -26,3 +26,17 @@ public func namedHexVectors(_ file: String) -> [String: [UInt8]] {
     }
     return out
 }
+
+/// A fresh temporary directory, removed with everything in it when the value is dropped.
+public final class TempDir: Sendable {
+    /// The directory.
+    public let url: URL
+    /// Creates it under the system's temporary folder.
+    public init() {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-test-\(UUID().uuidString)")
+        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+    deinit { try? FileManager.default.removeItem(at: url) }
+    /// The path of `name` inside it.
+    public func path(_ name: String) -> String { url.appendingPathComponent(name).path }
+}
