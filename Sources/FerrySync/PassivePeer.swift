@@ -115,24 +115,7 @@ final class PassivePeer: Sendable {
     // MARK: Pushes from the client
 
     private func handleRev(_ request: BLIPIncomingRequest) {
-        let revision: ReplicatedRevision
-        do { revision = try RevMessage.read(request.message) } catch {
-            request.respondHTTPError(400, "\(error)")
-            return
-        }
-        if AttachmentTransfer.containsAttachments(revision.body) {
-            Task { [self] in
-                do throws(ReplicationError) {
-                    try await AttachmentTransfer.fetchMissing(for: revision, connection: connection, database: database, policy: nil)
-                    store(revision, request)
-                } catch {
-                    if case .store(let e) = error { request.respondHTTPError(e.wireStatus, e.wireMessage) }
-                    else { request.respondHTTPError(502, "\(error)") }
-                }
-            }
-            return
-        }
-        store(revision, request)
+        RevReceiver.receive(request, database: database, policy: nil, failed: { _, _ in }) { [self] in store($0, $1) }
     }
 
     private func store(_ revision: ReplicatedRevision, _ request: BLIPIncomingRequest) {

@@ -188,29 +188,13 @@ final class Puller: Sendable {
     // MARK: rev / norev
 
     private func handleRev(_ request: BLIPIncomingRequest) {
-        let revision: ReplicatedRevision
-        do { revision = try RevMessage.read(request.message) } catch {
-            request.respondHTTPError(400, "\(error)")
-            return
-        }
-        if AttachmentTransfer.containsAttachments(revision.body) {
-            // Blobs first (reference §3.9), off the loop; then the revision like any other.
-            Task { [self] in
-                do throws(ReplicationError) {
-                    try await AttachmentTransfer.fetchMissing(for: revision, connection: connection, database: database, policy: downloadPolicy)
-                    store(revision, request)
-                } catch {
-                    request.respondHTTPError(502, "\(error)")
-                    reporter.event(DocumentEvent(direction: .pull, documentID: revision.documentID, revisionID: revision.history.first,
-                                                 isDeleted: revision.isDeleted, kind: .failed(error)))
-                    state.value.withLock { _ = $0.tracker.complete(documentID: revision.documentID, revisionID: revision.history.first ?? "") }
-                    reporter.completed(1)
-                    finishIfCaughtUp()
-                }
-            }
-            return
-        }
-        store(revision, request)
+        RevReceiver.receive(request, database: database, policy: downloadPolicy, failed: { [self] revision, error in
+            reporter.event(DocumentEvent(direction: .pull, documentID: revision.documentID, revisionID: revision.history.first,
+                                         isDeleted: revision.isDeleted, kind: .failed(error)))
+            state.value.withLock { _ = $0.tracker.complete(documentID: revision.documentID, revisionID: revision.history.first ?? "") }
+            reporter.completed(1)
+            finishIfCaughtUp()
+        }) { [self] in store($0, $1) }
     }
 
     private func store(_ revision: ReplicatedRevision, _ request: BLIPIncomingRequest) {
