@@ -5,23 +5,14 @@ extension Database {
     /// The latest revision known to be on `remote` for each of `documentIDs` that has one.
     public func remoteRevisions(of documentIDs: [String], remote: String) throws(StoreError) -> [String: RevisionID] {
         guard !documentIDs.isEmpty else { return [:] }
-        return try readers.withReader { (c) throws(StoreError) -> [String: RevisionID] in
+        let key = try readers.withReader { (c) throws(StoreError) -> Int? in
             let k = try c.prepare("SELECT remote_key FROM remotes WHERE address = ?")
+            defer { k.reset() }
             k.bind(1, remote)
-            guard try k.step() else { k.reset(); return [:] }
-            let key = k.int(0)
-            k.reset()
-            let s = try c.prepare("SELECT body, tree FROM docs WHERE doc_id = ?")
-            var out: [String: RevisionID] = [:]
-            for id in documentIDs {
-                defer { s.reset() }
-                s.bind(1, id)
-                guard try s.step() else { continue }
-                let tree = try RevisionTreeCodec.decode(s.bytes(1), currentBody: s.bytes(0), documentID: id)
-                if let rev = tree.remoteRevisions[key] { out[id] = rev }
-            }
-            return out
+            return try k.step() ? k.int(0) : nil
         }
+        guard let key else { return [:] }
+        return try revisionTrees(of: documentIDs).compactMapValues { $0.remoteRevisions[key] }
     }
 
     /// Records that `remote` now has these revisions (after it acknowledged them), in one

@@ -86,7 +86,7 @@ final class Pusher: Sendable {
             inFlight = nil
             try await previous.task.value.get()
             do { try await batchDone(previous.last) } catch {
-                throw (error as? ReplicationError) ?? .protocolError("\(error)")
+                throw ReplicationError(wrapping: error)
             }
         }
         while !Task.isCancelled {
@@ -108,7 +108,7 @@ final class Pusher: Sendable {
             var selected: [Change] = []
             for c in changes {
                 do { if try select?(c) ?? true { selected.append(c) } } catch {
-                    throw (error as? StoreError).map { .store($0) } ?? .protocolError("\(error)")
+                    throw ReplicationError(wrapping: error)
                 }
             }
             reporter.completed(changes.count - selected.count)

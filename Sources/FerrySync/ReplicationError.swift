@@ -42,6 +42,14 @@ public enum ReplicationError: Error, Sendable, Equatable, CustomStringConvertibl
         }
     }
 
+    /// An error from an untyped callback (a filter, a batch hook): kept if it is already one of
+    /// ours or the store's, otherwise described.
+    init(wrapping error: any Error) {
+        if let e = error as? ReplicationError { self = e }
+        else if let e = error as? StoreError { self = .store(e) }
+        else { self = .protocolError("\(error)") }
+    }
+
     /// Maps a BLIP failure: error responses keep their domain and code; a refused upgrade keeps
     /// its HTTP status; everything else on the wire is a (transient) connection failure.
     init(_ error: BLIPError) {

@@ -77,12 +77,17 @@ public final class Replicator: Sendable {
         if since == 0, let doc = try? db.localDocument(checkpointer.localDocumentID) {
             since = Checkpointer.Value(doc.properties).local
         }
+        let select = Pusher.selector(database: db, documentIDs: configuration.documentIDs.map(Set.init), filter: pushAccept)
         var out = Set<String>()
         while true {
             let page: [Change]
             do { page = try db.changes(since: since, limit: 1000) } catch { throw .store(error) }
             guard let last = page.last else { return out }
-            for c in page where try isSelectedForPush(c) { out.insert(c.documentID) }
+            for c in page {
+                do { if try select?(c) ?? true { out.insert(c.documentID) } } catch {
+                    throw ReplicationError(wrapping: error)
+                }
+            }
             since = last.sequence
         }
     }
@@ -266,14 +271,6 @@ public final class Replicator: Sendable {
         guard let f = configuration.pushFilter else { return nil }
         let params = configuration.pushFilterParameters
         return { doc, flags in f(doc, flags, params) }
-    }
-
-    private func isSelectedForPush(_ change: Change) throws(ReplicationError) -> Bool {
-        let c = configuration
-        let select = Pusher.selector(database: c.database, documentIDs: c.documentIDs.map(Set.init), filter: pushAccept)
-        do { return try select?(change) ?? true } catch {
-            throw (error as? StoreError).map { .store($0) } ?? .protocolError("\(error)")
-        }
     }
 
     /// One connected session: checkpoints, then push and pull side by side. Returns when a

@@ -32,10 +32,7 @@ struct Get: AsyncParsableCommand {
     func run() async throws {
         let db = try database.open()
         defer { db.close() }
-        guard let doc = try db.document(id) else {
-            warn("ferry: no document \(id)")
-            throw ExitCode(1)
-        }
+        let doc = try existingDocument(id, in: db)
         var props = doc.properties
         props["_id"] = .string(doc.id)
         props["_rev"] = .string(doc.revisionID?.description ?? "")
@@ -52,10 +49,7 @@ struct Delete: AsyncParsableCommand {
     func run() async throws {
         let db = try database.open()
         defer { db.close() }
-        guard let doc = try db.document(id) else {
-            warn("ferry: no document \(id)")
-            throw ExitCode(1)
-        }
+        let doc = try existingDocument(id, in: db)
         print(try db.delete(doc).revisionID?.description ?? "")
     }
 }
@@ -77,4 +71,13 @@ struct List: AsyncParsableCommand {
             after = last.id
         }
     }
+}
+
+/// The current revision of `id`, or exit status 1 with a message when there is none.
+func existingDocument(_ id: String, in db: Database) throws -> Document {
+    guard let doc = try db.document(id) else {
+        warn("ferry: no document \(id)")
+        throw ExitCode(1)
+    }
+    return doc
 }

@@ -64,17 +64,12 @@ struct Sync: AsyncParsableCommand {
                 FileHandle.standardError.write(Data("\r\u{1B}[K\(s.activity.rawValue) \(s.progress.completed)/\(s.progress.total)".utf8))
             }
         }
-        if continuous {
-            replicator.start()
-            let stop = Task { await waitForTerminationSignal(); await replicator.stop() }
-            let error = await replicator.waitUntilStopped()
-            stop.cancel()
-            try finish(await tally.value, error: error, terminal: terminal)
-        } else {
-            replicator.start()
-            let error = await replicator.waitUntilStopped()
-            try finish(await tally.value, error: error, terminal: terminal)
-        }
+        replicator.start()
+        // A continuous replication runs until Ctrl-C / SIGTERM; a one-shot one until done.
+        let stop = continuous ? Task { await waitForTerminationSignal(); await replicator.stop() } : nil
+        let error = await replicator.waitUntilStopped()
+        stop?.cancel()
+        try finish(await tally.value, error: error, terminal: terminal)
         db.close()
     }
 
