@@ -31,7 +31,7 @@ let package = Package(
         // What Swift cannot import directly: packed epoll structs, eventfd, getrandom, masking.
         .target(name: "CFerrySystem"),
         .target(name: "FerryNet",
-                dependencies: ["CFerrySystem", .product(name: "Logging", package: "swift-log")]),
+                dependencies: ["CFerrySystem", "COpenSSL", .product(name: "Logging", package: "swift-log")]),
         .target(name: "FerryWebSocket",
                 dependencies: ["FerryNet", "CFerrySystem", "COpenSSL",
                                .product(name: "Logging", package: "swift-log")]),
@@ -63,9 +63,9 @@ let package = Package(
         .executableTarget(name: "blip-rpc-example", dependencies: ["FerryBLIP", "FerryNet"],
                           path: "Examples/BLIPRPC"),
         // Helpers shared by the test targets (package root, hex golden vectors).
-        .target(name: "FerryTestSupport", path: "Tests/FerryTestSupport"),
+        .target(name: "FerryTestSupport", dependencies: ["COpenSSL"], path: "Tests/FerryTestSupport"),
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore", "CSQLite", "ferry-store-writer", "FerryTestSupport"]),
-        .testTarget(name: "FerryNetTests", dependencies: ["FerryNet"]),
+        .testTarget(name: "FerryNetTests", dependencies: ["FerryNet", "FerryTestSupport"]),
         .testTarget(name: "FerrySyncTests", dependencies: ["FerrySync", "FerryStore", "FerryBLIP", "FerryWebSocket", "FerryTestSupport", "ferry"]),
         .testTarget(name: "FerryBLIPTests", dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet", "FerryTestSupport"],
                     exclude: ["Interop"]),

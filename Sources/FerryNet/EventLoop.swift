@@ -36,6 +36,15 @@ public final class EventLoop: @unchecked Sendable {
     /// A receive buffer shared by every connection of this loop: reads land here and
     /// handlers copy only what they must keep, so an idle connection holds no read buffer.
     public let sharedReadBuffer: UnsafeMutableRawBufferPointer
+    /// Where TLS connections of this loop decrypt into before handing plaintext to their
+    /// handlers; made on first use, so plain-TCP loops never allocate it.
+    var tlsPlaintextBuffer: UnsafeMutableRawBufferPointer {
+        if let b = tlsBuffer { return b }
+        let b = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+        tlsBuffer = b
+        return b
+    }
+    private var tlsBuffer: UnsafeMutableRawBufferPointer?
     /// A label for logs.
     public let name: String
     /// Turns of the loop so far (epoll_wait returns); lets tests prove the loop is not spinning.
@@ -77,6 +86,7 @@ public final class EventLoop: @unchecked Sendable {
 
     deinit {
         sharedReadBuffer.deallocate()
+        tlsBuffer?.deallocate()
         close(epfd)
         close(wakeFD)
     }

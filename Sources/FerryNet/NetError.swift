@@ -20,6 +20,8 @@ public enum NetError: Error, Sendable, Equatable, CustomStringConvertible {
     case loopShutDown
     /// An address string could not be parsed.
     case invalidAddress(String)
+    /// The TLS layer failed (handshake, certificate, alert, truncation).
+    case tls(TLSError)
 
     public var description: String {
         switch self {
@@ -31,6 +33,7 @@ public enum NetError: Error, Sendable, Equatable, CustomStringConvertible {
         case .closed: return "closed"
         case .loopShutDown: return "event loop shut down"
         case let .invalidAddress(s): return "invalid address \(s)"
+        case let .tls(e): return e.description
         }
     }
 

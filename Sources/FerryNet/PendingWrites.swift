@@ -3,7 +3,7 @@ import Glibc
 #endif
 
 /// The write queue of one connection: byte chunks waiting for the socket, flushed with
-/// `write` (one chunk) or `writev` (several). Small writes are coalesced into the tail chunk so
+/// `send` (one chunk) or `sendmsg` (several). Small writes are coalesced into the tail chunk so
 /// a burst of small frames costs one system call; large ones keep their own chunk and are never
 /// copied again. The buffer of a drained chunk is kept for the next write, so a steady
 /// request/response flow allocates nothing per message. Loop-confined.
@@ -71,7 +71,9 @@ struct PendingWrites {
 
     private func writeHead(fd: Int32) -> Int {
         chunks[0].withUnsafeBytes { raw in
-            Glibc.write(fd, raw.baseAddress! + headOffset, raw.count - headOffset)
+            // MSG_NOSIGNAL: a peer that has gone away is an EPIPE error, never a SIGPIPE that
+            // kills an embedding application which did not ignore the signal.
+            Glibc.send(fd, raw.baseAddress! + headOffset, raw.count - headOffset, Int32(MSG_NOSIGNAL))
         }
     }
 
@@ -80,7 +82,12 @@ struct PendingWrites {
         return withUnsafeTemporaryAllocation(of: iovec.self, capacity: n) { iov in
             // Recursion pins each chunk's buffer until writev returns.
             func pin(_ i: Int) -> Int {
-                if i == n { return Glibc.writev(fd, iov.baseAddress!, Int32(n)) }
+                if i == n {
+                    var msg = msghdr()
+                    msg.msg_iov = iov.baseAddress
+                    msg.msg_iovlen = n
+                    return Glibc.sendmsg(fd, &msg, Int32(MSG_NOSIGNAL))
+                }
                 return chunks[i].withUnsafeBytes { raw in
                     let off = i == 0 ? headOffset : 0
                     iov[i] = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress! + off), iov_len: raw.count - off)

@@ -55,6 +55,13 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
     private var writableFlag = true
     private var closeWhenFlushed = false
     private var inRead = false
+    /// The TLS layer, when `startTLS` was called: ciphertext on the socket, plaintext to the handler.
+    private var tls: TLSSession?
+    /// Plaintext written before the TLS handshake finished, sent once it has.
+    private var tlsEarlyWrites: [UInt8] = []
+    private var tlsHandshakeTimer: TimerHandle?
+    /// The error reported at an otherwise orderly close (a TLS stream cut without close_notify).
+    private var closeError: NetError?
     /// True once the connection is closed.
     public private(set) var isClosed = false
     /// The peer's address, when known.
@@ -74,7 +81,24 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
     deinit { if fd >= 0 { Glibc.close(fd) } }
 
     /// Bytes queued for writing.
-    public var bufferedByteCount: Int { pending.byteCount }
+    public var bufferedByteCount: Int { pending.byteCount + tlsEarlyWrites.count }
+
+    /// The TLS session, when the connection runs TLS: protocol version, cipher suite and the
+    /// peer's certificate (once the handshake is complete).
+    public var tlsSession: TLSSession? { tls }
+
+    /// Runs TLS over this connection with `context`'s role; call before `start`. The handler
+    /// sees only plaintext, and only after the handshake (and the client's certificate checks)
+    /// succeeded; writes made earlier wait for it. A failed or timed-out handshake closes the
+    /// connection with `.tls(reason)`. `serverName` (clients) is the host for SNI and
+    /// certificate checks.
+    public func startTLS(_ context: TLSContext, serverName: String? = nil) throws(NetError) {
+        loop.preconditionInLoop()
+        precondition(!started, "startTLS must come before start")
+        do throws(TLSError) { tls = try TLSSession(context: context, serverName: serverName) } catch { throw .tls(error) }
+        tlsTimeout = context.handshakeTimeout
+    }
+    private var tlsTimeout = 10.0
 
     /// Whether the write queue is below its high watermark.
     public var isWritable: Bool { writableFlag }
@@ -93,6 +117,15 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
             return
         }
         loop.onShutdown(self) { [weak self] in self?.closeNow(error: .loopShutDown) }
+        if tls != nil {
+            tlsHandshakeTimer = loop.schedule(after: tlsTimeout) { [weak self] in
+                guard let self, let tls = self.tls, !tls.handshakeComplete else { return }
+                self.closeNow(error: .tls(.handshakeTimedOut))
+            }
+            // A client speaks first (ClientHello); a server's first step just waits.
+            processTLSInput()
+            return
+        }
         if !pending.isEmpty { flushNow() }
     }
 
@@ -108,6 +141,7 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
     public func write(_ bytes: UnsafeRawBufferPointer) {
         loop.preconditionInLoop()
         guard !isClosed else { return }
+        if let tls { encrypt(bytes, tls); return }
         pending.append(bytes)
         afterEnqueue()
     }
@@ -116,12 +150,13 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
     public func write(_ bytes: [UInt8]) {
         loop.preconditionInLoop()
         guard !isClosed else { return }
+        if let tls { bytes.withUnsafeBytes { encrypt($0, tls) }; return }
         pending.append(bytes)
         afterEnqueue()
     }
 
     private func afterEnqueue() {
-        if writableFlag && pending.byteCount > options.writeHighWaterMark {
+        if writableFlag && bufferedByteCount > options.writeHighWaterMark {
             writableFlag = false
             handler?.connectionWritabilityChanged(self, writable: false)
         }
@@ -142,6 +177,14 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         guard readingPaused, !isClosed else { return }
         readingPaused = false
         guard started else { return }
+        if let tls, tls.hasBufferedInput {
+            // Records already taken off the socket get no readiness event: decrypt them now.
+            _ = loop.execute { [weak self] in
+                guard let self, !self.readingPaused else { return }
+                self.processTLSInput()
+                self.flushNow()
+            }
+        }
         if parkedAfterHangup {
             parkedAfterHangup = false
             do { try loop.register(fd: fd, self, readable: true, writable: wantWritable) } catch { closeNow(error: error) }
@@ -155,6 +198,7 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         loop.preconditionInLoop()
         guard !isClosed else { return }
         closeWhenFlushed = true
+        if let tls, tls.handshakeComplete { tls.shutdown(); moveTLSOutput() }
         if !inRead { flushNow() }
     }
 
@@ -177,6 +221,7 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
     public func shutdownOutput() {
         loop.preconditionInLoop()
         guard !isClosed else { return }
+        if let tls, tls.handshakeComplete { tls.shutdown(); moveTLSOutput() }
         flushNow()
         if pending.isEmpty { _ = Glibc.shutdown(fd, Int32(SHUT_WR)) }
     }
@@ -201,12 +246,21 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         while !isClosed && !readingPaused {
             let n = Glibc.read(fd, buf.baseAddress, buf.count)
             if n > 0 {
-                handler?.connectionRead(self, UnsafeMutableRawBufferPointer(start: buf.baseAddress, count: n))
+                if let tls {
+                    tls.feed(UnsafeRawBufferPointer(start: buf.baseAddress, count: n))
+                    processTLSInput()
+                } else {
+                    handler?.connectionRead(self, UnsafeMutableRawBufferPointer(start: buf.baseAddress, count: n))
+                }
                 reads += 1
                 // Level-triggered: leave the rest for the next turn so other sockets get served.
                 if n < buf.count || reads >= 4 { break }
             } else if n == 0 {
                 inRead = false
+                if let tls, !tls.receivedCloseNotify {
+                    guard tls.handshakeComplete else { closeNow(error: .tls(.unexpectedEOF)); return }
+                    closeError = .tls(.unexpectedEOF)
+                }
                 inputClosed()
                 return
             } else {
@@ -227,6 +281,7 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
     }
 
     private func inputClosed() {
+        guard !isClosed else { return }
         if !readingPaused { readingPaused = true; loop.reregister(fd: fd, readable: false, writable: wantWritable) }
         handler?.connectionInputClosed(self)
         if !isClosed { close() }
@@ -249,12 +304,78 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
             writableFlag = true
             handler?.connectionWritabilityChanged(self, writable: true)
         }
-        if closeWhenFlushed && pending.isEmpty && !isClosed { closeNow(error: nil) }
+        if closeWhenFlushed && pending.isEmpty && tlsEarlyWrites.isEmpty && !isClosed { closeNow(error: closeError) }
+    }
+
+    // MARK: TLS
+
+    private func encrypt(_ bytes: UnsafeRawBufferPointer, _ tls: TLSSession) {
+        guard tls.handshakeComplete else {
+            tlsEarlyWrites.append(contentsOf: bytes)
+            afterEnqueue()
+            return
+        }
+        do throws(TLSError) { try tls.write(bytes) } catch { failTLS(error); return }
+        moveTLSOutput()
+        afterEnqueue()
+    }
+
+    /// Moves the session's ciphertext into the write queue.
+    private func moveTLSOutput() {
+        tls?.takeOutput { pending.append($0) }
+    }
+
+    /// Advances the handshake, then decrypts every complete record for the handler.
+    private func processTLSInput() {
+        guard let tls, !isClosed else { return }
+        if !tls.handshakeComplete {
+            do throws(TLSError) {
+                guard try tls.advanceHandshake() else { moveTLSOutput(); if !inRead { flushNow() }; return }
+            } catch {
+                failTLS(error)
+                return
+            }
+            if let t = tlsHandshakeTimer { loop.cancel(t); tlsHandshakeTimer = nil }
+            if !tlsEarlyWrites.isEmpty {
+                let early = tlsEarlyWrites
+                tlsEarlyWrites = []
+                let sent = early.withUnsafeBytes { b in Result { () throws(TLSError) in try tls.write(b) } }
+                if case .failure(let error) = sent { failTLS(error); return }
+            }
+            if closeWhenFlushed { tls.shutdown() }
+            moveTLSOutput()
+        }
+        let plain = loop.tlsPlaintextBuffer
+        while !isClosed && !readingPaused {
+            let result: TLSSession.ReadResult
+            do throws(TLSError) { result = try tls.read(into: plain) } catch { failTLS(error); return }
+            switch result {
+            case .bytes(let n):
+                handler?.connectionRead(self, UnsafeMutableRawBufferPointer(start: plain.baseAddress, count: n))
+            case .wantMore:
+                moveTLSOutput()
+                return
+            case .closed:
+                moveTLSOutput()
+                inputClosed()
+                return
+            }
+        }
+        moveTLSOutput()
+    }
+
+    /// Sends whatever alert OpenSSL queued (best effort, without waiting) and closes.
+    private func failTLS(_ error: TLSError) {
+        moveTLSOutput()
+        if !pending.isEmpty { _ = pending.flush(fd: fd) }
+        closeNow(error: .tls(error))
     }
 
     private func closeNow(error: NetError?) {
         guard !isClosed else { return }
         isClosed = true
+        if let t = tlsHandshakeTimer { loop.cancel(t); tlsHandshakeTimer = nil }
+        tlsEarlyWrites = []
         if started {
             loop.deregister(fd: fd)
             loop.removeShutdownHook(self)

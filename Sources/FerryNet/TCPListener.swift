@@ -20,18 +20,21 @@ public final class TCPListener: Selectable, @unchecked Sendable {
     private var closed = false
     private let onAccept: AcceptHandler
     private let options: ConnectionOptions
+    private let tls: TLSContext?
     /// The address actually bound (with the kernel's port when 0 was asked for).
     public let boundAddress: SocketAddress
 
     private init(fd: Int32, loop: EventLoop, group: EventLoopGroup, options: ConnectionOptions,
-                 address: SocketAddress, onAccept: @escaping AcceptHandler) {
-        self.fd = fd; self.loop = loop; self.group = group; self.options = options
+                 tls: TLSContext?, address: SocketAddress, onAccept: @escaping AcceptHandler) {
+        self.fd = fd; self.loop = loop; self.group = group; self.options = options; self.tls = tls
         self.boundAddress = address; self.onAccept = onAccept
     }
 
     /// Binds `host`:`port` (numeric address; port 0 picks a free one) and starts accepting.
+    /// With `tls` (a server context) every accepted connection runs TLS: its handler sees
+    /// plaintext once the handshake has succeeded.
     public static func bind(host: String, port: Int, group: EventLoopGroup, backlog: Int32 = 1024,
-                            options: ConnectionOptions = ConnectionOptions(),
+                            options: ConnectionOptions = ConnectionOptions(), tls: TLSContext? = nil,
                             onAccept: @escaping AcceptHandler) async throws(NetError) -> TCPListener {
         let addresses = try await Resolver.resolve(host: host, port: port)
         let address = addresses[0]
@@ -46,7 +49,7 @@ public final class TCPListener: Selectable, @unchecked Sendable {
         }
         let bound = Socket.localAddress(fd) ?? address
         let loop = group.loops[0]
-        let listener = TCPListener(fd: fd, loop: loop, group: group, options: options, address: bound, onAccept: onAccept)
+        let listener = TCPListener(fd: fd, loop: loop, group: group, options: options, tls: tls, address: bound, onAccept: onAccept)
         do {
             try await loop.submit {
                 try loop.register(fd: fd, listener, readable: true, writable: false)
@@ -73,11 +76,19 @@ public final class TCPListener: Selectable, @unchecked Sendable {
             let target = group.next()
             let options = self.options
             let onAccept = self.onAccept
+            let tls = self.tls
+            let hand: @Sendable () -> Void = {
+                let connection = TCPConnection(fd: c, loop: target, options: options)
+                if let tls {
+                    // Without a session (out of memory) the connection just closes (deinit).
+                    do { try connection.startTLS(tls) } catch { return }
+                }
+                onAccept(connection)
+            }
             if target === loop {
-                onAccept(TCPConnection(fd: c, loop: target, options: options))
-            } else {
-                let accepted = target.execute { onAccept(TCPConnection(fd: c, loop: target, options: options)) }
-                if !accepted { Glibc.close(c) }
+                hand()
+            } else if !target.execute(hand) {
+                Glibc.close(c)
             }
         }
     }

@@ -7,13 +7,6 @@ import Testing
 let ferryExecutable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
     .deletingLastPathComponent().appendingPathComponent("ferry")
 
-/// Runs blocking work (waiting for a child process, reading its pipe) on a thread of its own:
-/// blocking the few threads of Swift's cooperative pool would starve the in-process peer the
-/// child is talking to (and the other tests running in parallel).
-func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { c in Thread { c.resume(returning: body()) }.start() }
-}
-
 /// Runs `ferry` with arguments; returns its exit status and standard output.
 @discardableResult
 func runFerry(_ args: [String]) async throws -> (status: Int32, output: String) {

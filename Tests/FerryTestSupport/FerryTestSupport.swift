@@ -40,3 +40,9 @@ public final class TempDir: Sendable {
     /// The path of `name` inside it.
     public func path(_ name: String) -> String { url.appendingPathComponent(name).path }
 }
+
+/// Runs blocking work (waiting for a process, reading its pipe) on its own thread, so the
+/// cooperative pool that runs the tests never blocks.
+public func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { c in Thread { c.resume(returning: body()) }.start() }
+}
