@@ -5,15 +5,23 @@ import FerryNet
 public enum ClientConnector {
     /// Connects to `url`; on success the connection is open and `handler` receives its events
     /// (its `webSocketDidOpen` runs before `completion`). `completion` runs on the loop.
+    /// A `wss://` URL runs TLS with `tls` (a client context), or with the system trust store
+    /// and host-name checks when it is nil; the TLS handshake counts against the handshake
+    /// timeout.
     public static func connect(to url: WebSocketURL, on loop: EventLoop,
                                configuration: WebSocketConfiguration = WebSocketConfiguration(),
+                               tls: TLSContext? = nil,
                                handler: WebSocketHandler,
                                completion: @escaping @Sendable (Result<WebSocketConnection, WebSocketError>) -> Void) {
         // The handler is used on `loop` only; the box carries it there.
         let box = UncheckedBox(handler)
         Task {
-            if url.secure {
-                loop.execute { completion(.failure(.invalidURL("wss:// needs TLS, which this build does not provide yet"))) }
+            let context: TLSContext?
+            let chosen: Result<TLSContext?, TLSError> = !url.secure ? .success(nil) : tls.map { .success($0) } ?? TLSContext.defaultClientResult
+            switch chosen {
+            case .success(let c): context = c
+            case .failure(let error):
+                _ = loop.execute { completion(.failure(.transport(.tls(error)))) }
                 return
             }
             let addresses: [SocketAddress]
@@ -22,14 +30,14 @@ public enum ClientConnector {
                 return
             }
             loop.execute {
-                attempt(addresses[...], url: url, loop: loop, configuration: configuration,
+                attempt(addresses[...], url: url, loop: loop, configuration: configuration, tls: context,
                         handler: box.value, lastError: .transport(.connectionRefused), completion: completion)
             }
         }
     }
 
     private static func attempt(_ addresses: ArraySlice<SocketAddress>, url: WebSocketURL, loop: EventLoop,
-                                configuration: WebSocketConfiguration, handler: WebSocketHandler,
+                                configuration: WebSocketConfiguration, tls: TLSContext?, handler: WebSocketHandler,
                                 lastError: WebSocketError,
                                 completion: @escaping @Sendable (Result<WebSocketConnection, WebSocketError>) -> Void) {
         guard let address = addresses.first else { completion(.failure(lastError)); return }
@@ -40,9 +48,15 @@ public enum ClientConnector {
         TCPConnection.connect(to: address, on: loop, timeout: configuration.handshakeTimeout, options: options) { result in
             switch result {
             case .failure(let e):
-                attempt(addresses.dropFirst(), url: url, loop: loop, configuration: configuration,
+                attempt(addresses.dropFirst(), url: url, loop: loop, configuration: configuration, tls: tls,
                         handler: box.value, lastError: .transport(e), completion: completion)
             case .success(let tcp):
+                if let tls {
+                    do throws(NetError) { try tcp.startTLS(tls, serverName: url.host) } catch {
+                        completion(.failure(.transport(error)))
+                        return
+                    }
+                }
                 let upgrader = ClientUpgrader(url: url, configuration: configuration, handler: box.value, completion: completion)
                 upgrader.start(tcp)
             }

@@ -62,7 +62,11 @@ final class ServerUpgrader: ConnectionHandler {
             refuse(tcp, status: status, message: "\(error)", headers: headers)
             return
         }
-        let upgrade = UpgradeRequest(head: request, offeredSubprotocols: offer.subprotocols, remoteAddress: tcp.remoteAddress)
+        var upgrade = UpgradeRequest(head: request, offeredSubprotocols: offer.subprotocols, remoteAddress: tcp.remoteAddress)
+        if let session = tcp.tlsSession {
+            upgrade.isSecure = true
+            upgrade.peerCertificate = session.peerCertificate
+        }
         switch hook(upgrade) {
         case let .refuse(status, message, headers):
             refuse(tcp, status: status, message: message, headers: headers)

@@ -8,6 +8,11 @@ public struct UpgradeRequest: Sendable {
     public let offeredSubprotocols: [String]
     /// The peer's address.
     public let remoteAddress: SocketAddress?
+    /// The client's certificate, when the connection runs TLS and the client presented one
+    /// (mutual TLS): authorise by its `commonName` or digest.
+    public var peerCertificate: TLSCertificate? = nil
+    /// Whether the connection runs TLS.
+    public var isSecure = false
 
     /// The request path, without the query.
     public var path: String { head.path }

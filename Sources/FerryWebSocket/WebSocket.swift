@@ -10,6 +10,8 @@ public final class WebSocket: Sendable {
     public let subprotocol: String?
     /// The upgrade request (server side only).
     public let request: HTTPRequestHead?
+    /// The peer's TLS certificate (see `WebSocketConnection.peerCertificate`).
+    public let peerCertificate: TLSCertificate?
     /// The peer's address.
     public var remoteAddress: SocketAddress? { connection.tcp.remoteAddress }
 
@@ -18,17 +20,20 @@ public final class WebSocket: Sendable {
         self.bridge = bridge
         subprotocol = connection.subprotocol
         request = connection.request
+        peerCertificate = connection.peerCertificate
         bridge.connectionForOtherThreads = connection
     }
 
-    /// Opens a client connection to a `ws://` URL.
+    /// Opens a client connection to a `ws://` or `wss://` URL. TLS uses `tls` (make one
+    /// `TLSContext(client:)` and reuse it), or the system trust store with host-name checks.
     public static func connect(to url: String, configuration: WebSocketConfiguration = WebSocketConfiguration(),
+                               tls: TLSContext? = nil,
                                group: EventLoopGroup = .shared) async throws(WebSocketError) -> WebSocket {
         let parsed = try WebSocketURL(url)
         let bridge = AsyncBridge(limit: configuration.inboundBufferLimit)
         let loop = group.next()
         let result: Result<WebSocketConnection, WebSocketError> = await withCheckedContinuation { c in
-            ClientConnector.connect(to: parsed, on: loop, configuration: configuration, handler: bridge) { c.resume(returning: $0) }
+            ClientConnector.connect(to: parsed, on: loop, configuration: configuration, tls: tls, handler: bridge) { c.resume(returning: $0) }
         }
         return WebSocket(connection: try result.get(), bridge: bridge)
     }

@@ -18,6 +18,9 @@ public final class WebSocketConnection: ConnectionHandler, @unchecked Sendable {
     public let subprotocol: String?
     /// The upgrade request (server side) for the application's reference.
     public let request: HTTPRequestHead?
+    /// The peer's TLS certificate: the server's (client side), or the client's when it
+    /// presented one for mutual TLS (server side). Nil without TLS.
+    public let peerCertificate: TLSCertificate?
     /// The receiver of events.
     public var handler: WebSocketHandler?
     private let machine: WebSocketStateMachine
@@ -39,6 +42,7 @@ public final class WebSocketConnection: ConnectionHandler, @unchecked Sendable {
         self.configuration = configuration
         self.subprotocol = subprotocol
         self.request = request
+        peerCertificate = tcp.tlsSession?.peerCertificate
         self.handler = handler
         machine = WebSocketStateMachine(role: role, configuration: configuration) { _ in }
         machine.output = { [unowned tcp] bytes in tcp.write(bytes) }

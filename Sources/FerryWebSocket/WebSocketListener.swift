@@ -22,16 +22,19 @@ public final class WebSocketListener: Sendable {
 
     private init(tcp: TCPListener, counter: Counter) { self.tcp = tcp; openConnections = counter }
 
-    /// Binds `host`:`port` (0 = any free port) and starts serving on `group`'s loops.
+    /// Binds `host`:`port` (0 = any free port) and starts serving on `group`'s loops; with
+    /// `tls` (a server context) it serves `wss://`, and the upgrade hook sees the client's
+    /// certificate when mutual TLS is on. The TLS handshake counts against the handshake timeout.
     public static func bind(host: String, port: Int, group: EventLoopGroup,
                             configuration: WebSocketConfiguration = WebSocketConfiguration(),
+                            tls: TLSContext? = nil,
                             logger: Logger = Logger(label: "ferry.websocket"),
                             upgrade: @escaping UpgradeHook) async throws(NetError) -> WebSocketListener {
         let counter = Counter()
         var options = ConnectionOptions()
         options.writeHighWaterMark = configuration.writeHighWaterMark
         options.writeLowWaterMark = configuration.writeHighWaterMark / 4
-        let listener = try await TCPListener.bind(host: host, port: port, group: group, options: options) { tcp in
+        let listener = try await TCPListener.bind(host: host, port: port, group: group, options: options, tls: tls) { tcp in
             let n = counter.value.wrappingAdd(1, ordering: .relaxed).newValue
             let release: () -> Void = { counter.value.wrappingSubtract(1, ordering: .relaxed) }
             if n > configuration.maxConnections {

@@ -34,6 +34,7 @@ public final class WebSocketServer: Sendable {
     /// the first client-offered subprotocol found in `configuration.subprotocols`.
     public static func bind(host: String = "127.0.0.1", port: Int = 0,
                             configuration: WebSocketConfiguration = WebSocketConfiguration(),
+                            tls: TLSContext? = nil,
                             group: EventLoopGroup = .shared,
                             logger: Logger = Logger(label: "ferry.websocket"),
                             upgrade: (@Sendable (UpgradeRequest) -> UpgradeResponse)? = nil) async throws(WebSocketError) -> WebSocketServer {
@@ -43,7 +44,7 @@ public final class WebSocketServer: Sendable {
         let listener: WebSocketListener
         do {
             listener = try await WebSocketListener.bind(host: host, port: port, group: group,
-                                                        configuration: configuration, logger: logger) { request, _ in
+                                                        configuration: configuration, tls: tls, logger: logger) { request, _ in
                 switch decide(request) {
                 case let .refuse(status, message, headers):
                     return .refuse(status: status, message: message, headers: headers)

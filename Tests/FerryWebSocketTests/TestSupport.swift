@@ -157,7 +157,9 @@ let interopPython: String? = {
 }()
 
 /// Runs a Python interop script; returns the process and a line reader of its stdout.
-final class PythonPeer {
+/// Safety of `@unchecked Sendable`: one test owns a peer; its blocking reads run on a helper
+/// thread (`offPool`) while that test awaits them, so no two threads use it at once.
+final class PythonPeer: @unchecked Sendable {
     let process = Process()
     let stdout = Pipe()
 

@@ -126,3 +126,11 @@ public final class TLSContext: @unchecked Sendable {
         }
     }
 }
+
+extension TLSContext {
+    /// The client context used when none is given: the system trust store, host names
+    /// checked, no client certificate. Made once, on first use.
+    public static let defaultClientResult: Result<TLSContext?, TLSError> = {
+        do throws(TLSError) { return .success(try TLSContext(client: TLSClientConfiguration())) } catch { return .failure(error) }
+    }()
+}
