@@ -13,6 +13,8 @@ final class TLSProbe: ConnectionHandler, @unchecked Sendable {
     private let cont: AsyncStream<Event>.Continuation
     /// Echo what arrives (a server) instead of just reporting it.
     let echo: Bool
+    /// Close (with close_notify) after the first echo.
+    var closeAfterEcho = false
     let peer = Mutex<TLSCertificate?>(nil)
     let version = Mutex<String>("")
 
@@ -26,7 +28,10 @@ final class TLSProbe: ConnectionHandler, @unchecked Sendable {
             peer.withLock { $0 = s.peerCertificate }
             version.withLock { $0 = s.protocolVersion }
         }
-        if echo { c.write(UnsafeRawBufferPointer(bytes)) }
+        if echo {
+            c.write(UnsafeRawBufferPointer(bytes))
+            if closeAfterEcho { c.close() }
+        }
         cont.yield(.data(String(decoding: bytes, as: UTF8.self)))
     }
     func connectionWritabilityChanged(_ c: TCPConnection, writable: Bool) {}
@@ -55,12 +60,13 @@ struct TLSEchoServer {
     let accepted: AsyncStream<TLSProbe>
     var port: Int { listener.boundAddress.port }
 
-    init(group: EventLoopGroup, _ configuration: TLSServerConfiguration) async throws {
+    init(group: EventLoopGroup, _ configuration: TLSServerConfiguration, closeAfterEcho: Bool = false) async throws {
         let context = try TLSContext(server: configuration)
         let (stream, cont) = AsyncStream<TLSProbe>.makeStream()
         accepted = stream
         listener = try await TCPListener.bind(host: "127.0.0.1", port: 0, group: group, tls: context) { conn in
             let probe = TLSProbe(echo: true)
+            probe.closeAfterEcho = closeAfterEcho
             conn.start(handler: probe)
             cont.yield(probe)
         }
@@ -225,7 +231,7 @@ func rejection(_ e: NetError??) -> CertificateRejection.Reason? {
         defer { group.shutdown() }
         let id = pki.server()
         var config = TLSServerConfiguration(certificateChain: .pem(id.certificatePEM), privateKey: .pem(id.keyPEM))
-        config.handshakeTimeout = 0.3
+        config.handshakeTimeout = 2  // the silent client waits this long; the others must fail sooner
         let server = try await TLSEchoServer(group: group, config)
         let loop = group.loops[0]
         let trust = TLSClientConfiguration(trust: .certificateAuthorities(.pem(pki.ca.certificatePEM)))
@@ -283,5 +289,89 @@ func rejection(_ e: NetError??) -> CertificateRejection.Reason? {
         let got = await client.collect(until: "END")
         #expect(got.text.count == big.count + 3 && got.text.hasPrefix(big))
         await server.listener.close()
+    }
+}
+
+/// The `openssl` command-line tool, if installed.
+let opensslTool: String? = ["/usr/bin/openssl", "/usr/local/bin/openssl"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+/// Our TLS client and server against OpenSSL's own `s_server` and `s_client` tools.
+@Suite(.enabled(if: opensslTool != nil, "needs the openssl command-line tool"))
+struct OpenSSLToolInteropTests {
+    let pki = TestPKI()
+
+    /// Runs `openssl` with `args`, feeding `input` (then EOF: with -quiet, s_client still waits
+    /// for the server to close); returns stdout.
+    func openssl(_ args: [String], input: String) async throws -> String {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: opensslTool ?? "openssl")
+        p.arguments = args
+        let stdin = Pipe(), stdout = Pipe()
+        p.standardInput = stdin
+        p.standardOutput = stdout
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        stdin.fileHandleForWriting.write(Data(input.utf8))
+        try stdin.fileHandleForWriting.close()
+        let out = await offPool { stdout.fileHandleForReading.readDataToEndOfFile() }
+        await offPool { p.waitUntilExit() }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    @Test(arguments: ["-tls1_2", "-tls1_3"])
+    func sClientAgainstOurServer(_ version: String) async throws {
+        let group = try EventLoopGroup(loopCount: 1)
+        defer { group.shutdown() }
+        let id = pki.server()
+        var config = TLSServerConfiguration(certificateChain: .pem(id.certificatePEM), privateKey: .pem(id.keyPEM))
+        config.clientAuthentication = .optional(trusting: .pem(pki.ca.certificatePEM))
+        let server = try await TLSEchoServer(group: group, config, closeAfterEcho: true)
+        let carol = pki.client("carol")
+        // s_client verifies our chain and host name (-verify_return_error makes a failure fatal),
+        // presents a client certificate, sends a line; our server echoes it and then sees EOF.
+        let out = try await openssl(["s_client", "-connect", "127.0.0.1:\(server.port)", version, "-quiet",
+                                     "-verify_return_error", "-CAfile", pki.ca.certificatePath, "-verify_hostname", "localhost",
+                                     "-cert", carol.certificatePath, "-key", carol.keyPath],
+                                    input: "hello over \(version)\n")
+        #expect(out == "hello over \(version)\n")
+        let accepted = try #require(await server.next())
+        #expect(accepted.version.withLock { $0 } == (version == "-tls1_2" ? "TLSv1.2" : "TLSv1.3"))
+        #expect(accepted.peer.withLock { $0 }?.commonName == "carol")
+        // TLS 1.0 and 1.1 are refused.
+        let old = try await openssl(["s_client", "-connect", "127.0.0.1:\(server.port)", "-tls1_1", "-quiet"], input: "x\n")
+        #expect(old.isEmpty)
+        await server.listener.close()
+    }
+
+    @Test func ourClientAgainstSServer() async throws {
+        let group = try EventLoopGroup(loopCount: 1)
+        defer { group.shutdown() }
+        let id = pki.server()
+        let p = Process()
+        // stdbuf: s_server prints its port through stdio, block-buffered into a pipe otherwise.
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/stdbuf")
+        // -rev: answers each line reversed (an echo that proves the bytes went through OpenSSL).
+        p.arguments = ["-oL", opensslTool ?? "openssl", "s_server", "-accept", "127.0.0.1:0", "-cert", id.certificatePath, "-key", id.keyPath, "-rev"]
+        let stdout = Pipe()
+        p.standardOutput = stdout
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        // SIGKILL: s_server outlives SIGTERM while a client is connected.
+        defer { kill(p.processIdentifier, SIGKILL); p.waitUntilExit() }
+        // "ACCEPT 127.0.0.1:<port>"
+        let handle = stdout.fileHandleForReading
+        let line = await offPool { () -> String in
+            while true {
+                var bytes: [UInt8] = []
+                while let b = try? handle.read(upToCount: 1), let c = b.first, c != 10 { bytes.append(c) }
+                let line = String(decoding: bytes, as: UTF8.self)
+                if line.hasPrefix("ACCEPT") || bytes.isEmpty { return line }
+            }
+        }
+        let port = try #require(Int(line.split(separator: ":").last ?? ""), "s_server said \(line)")
+        let trust = TLSClientConfiguration(trust: .certificateAuthorities(.file(pki.ca.certificatePath)))
+        let (client, _) = try await tlsConnect(port: port, on: group.loops[0], trust, send: "stressed\n")
+        #expect(await client.collect(until: "\n").text == "desserts\n")
+        #expect(client.peer.withLock { $0 }?.commonName == "localhost")
     }
 }
