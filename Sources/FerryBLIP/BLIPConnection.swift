@@ -84,9 +84,10 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
 
     // MARK: Connecting
 
-    /// Connects to a BLIP server at a `ws://` URL, offering `BLIP_3+<app>`.
+    /// Connects to a BLIP server at a `ws://` or `wss://` URL, offering `BLIP_3+<app>`; TLS
+    /// uses `tls` (a client context), or the system trust store when nil.
     public static func connect(to url: String, app: String, configuration: BLIPConfiguration = BLIPConfiguration(),
-                               webSocket: WebSocketConfiguration? = nil, group: EventLoopGroup = .shared,
+                               webSocket: WebSocketConfiguration? = nil, tls: TLSContext? = nil, group: EventLoopGroup = .shared,
                                logger: Logger = Logger(label: "ferry.blip")) async throws(BLIPError) -> BLIPConnection {
         let parsed: WebSocketURL
         do { parsed = try WebSocketURL(url) } catch { throw .webSocket(error) }
@@ -95,7 +96,7 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
         let loop = group.next()
         let conn = BLIPConnection(loop: loop, configuration: configuration, logger: logger)
         let result: Result<WebSocketConnection, WebSocketError> = await withCheckedContinuation { c in
-            ClientConnector.connect(to: parsed, on: loop, configuration: wsConfig, handler: conn) { c.resume(returning: $0) }
+            ClientConnector.connect(to: parsed, on: loop, configuration: wsConfig, tls: tls, handler: conn) { c.resume(returning: $0) }
         }
         switch result {
         case .failure(let e): throw .webSocket(e)
@@ -110,15 +111,15 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
 
     /// Serves BLIP on `path` for `app`: each accepted connection is handed to `onConnection` on
     /// its loop (register handlers there). Requests for other paths get 404; clients that do not
-    /// offer `BLIP_3+<app>` get 400.
+    /// offer `BLIP_3+<app>` get 400. With `tls` (a server context) it serves `wss://`.
     public static func listen(host: String = "127.0.0.1", port: Int = 0, path: String? = nil, app: String,
-                              configuration: BLIPConfiguration = BLIPConfiguration(),
+                              configuration: BLIPConfiguration = BLIPConfiguration(), tls: TLSContext? = nil,
                               group: EventLoopGroup = .shared, logger: Logger = Logger(label: "ferry.blip"),
                               onConnection: @escaping @Sendable (BLIPConnection) -> Void) async throws(BLIPError) -> WebSocketListener {
         let token = subprotocol(app: app)
         do {
             return try await WebSocketListener.bind(host: host, port: port, group: group,
-                                                    configuration: webSocketConfiguration(app: app), logger: logger) { request, loop in
+                                                    configuration: webSocketConfiguration(app: app), tls: tls, logger: logger) { request, loop in
                 if let path, request.path != path { return .refuse(status: 404, message: "no BLIP endpoint at \(request.path)") }
                 guard request.offeredSubprotocols.contains(token) else {
                     return .refuse(status: 400, message: "this endpoint speaks \(token) only")

@@ -1,5 +1,6 @@
 import FerryBLIP
 import FerryStore
+import FerryNet
 import FerryWebSocket
 
 /// Why a replication, or one document in it, failed. `isTransient` says whether the replicator
@@ -19,6 +20,9 @@ public enum ReplicationError: Error, Sendable, Equatable, CustomStringConvertibl
     case store(StoreError)
     /// The replicator was stopped.
     case stopped
+    /// TLS failed: a certificate we refused (or the peer refused ours) is permanent; a
+    /// handshake that timed out or a stream cut mid-record is retried.
+    case tls(TLSError)
 
     /// Whether retrying may help: connection failures and HTTP 408/429/502/503/504.
     public var isTransient: Bool {
@@ -26,6 +30,7 @@ public enum ReplicationError: Error, Sendable, Equatable, CustomStringConvertibl
         case .connection: return true
         case .httpStatus(let s, _): return [408, 429, 502, 503, 504].contains(s)
         case .remote(_, let code, _): return [408, 429, 502, 503, 504].contains(code)
+        case .tls(let e): return e == .handshakeTimedOut || e == .unexpectedEOF
         default: return false
         }
     }
@@ -39,6 +44,7 @@ public enum ReplicationError: Error, Sendable, Equatable, CustomStringConvertibl
         case let .remote(d, c, m): return "peer error \(d)/\(c): \(m)"
         case .store(let e): return "database: \(e)"
         case .stopped: return "stopped"
+        case .tls(let e): return e.description
         }
     }
 
@@ -61,6 +67,7 @@ public enum ReplicationError: Error, Sendable, Equatable, CustomStringConvertibl
         case .webSocket(let ws):
             if case let .upgradeRejected(status, reason, _) = ws { self = .httpStatus(status, reason) }
             else if case .invalidURL(let s) = ws { self = .invalidURL(s) }
+            else if case .transport(.tls(let e)) = ws { self = .tls(e) }
             else { self = .connection("\(ws)") }
         }
     }

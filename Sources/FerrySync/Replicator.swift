@@ -1,4 +1,5 @@
 import FerryBLIP
+import FerryNet
 import FerryStore
 import FerryWebSocket
 import Foundation
@@ -259,8 +260,12 @@ public final class Replicator: Sendable {
             ws.extraHeaders.add(name: "Authorization", value: "Basic " + Data("\(user):\(password)".utf8).base64EncodedString())
         }
         for (k, v) in configuration.headers.sorted(by: { $0.key < $1.key }) { ws.extraHeaders.add(name: k, value: v) }
+        var tls: TLSContext?
+        if target.lowercased().hasPrefix("wss:") {
+            do throws(TLSError) { tls = try TLSContext(client: configuration.tls) } catch { throw .tls(error) }
+        }
         do {
-            return try await BLIPConnection.connect(to: target + "/_blipsync", app: SyncListener.app, webSocket: ws, logger: logger)
+            return try await BLIPConnection.connect(to: target + "/_blipsync", app: SyncListener.app, webSocket: ws, tls: tls, logger: logger)
         } catch {
             throw ReplicationError(error)
         }

@@ -1,3 +1,4 @@
+import FerryNet
 import FerryStore
 import FerryWebSocket
 
@@ -46,8 +47,12 @@ public struct ReplicatorConfiguration: Sendable {
     public var authenticator: Authenticator?
     /// Extra HTTP headers for the upgrade request.
     public var headers: [String: String] = [:]
-    /// WebSocket settings (TLS options, limits); the BLIP defaults when nil.
+    /// WebSocket settings (limits, timeouts); the BLIP defaults when nil.
     public var webSocket: WebSocketConfiguration?
+    /// How a `wss://` target is verified (and our client certificate, for mutual TLS). The
+    /// default trusts the system store and checks the host name; peer-to-peer setups with
+    /// self-signed certificates pin them (`TLSTrust.pinnedCertificatesOnly` plus `pins`).
+    public var tls = TLSClientConfiguration()
     /// Seconds between WebSocket pings; a peer that misses the pong for `heartbeat` more
     /// seconds is considered dead and the connection is retried.
     public var heartbeat: Double = 300

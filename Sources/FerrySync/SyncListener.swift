@@ -27,6 +27,9 @@ public final class SyncListener: Sendable {
         public var credentials: (user: String, password: String)?
         /// WebSocket settings (connection limit, handshake timeout, ...).
         public var webSocket: WebSocketConfiguration?
+        /// Serve `wss://` with this certificate (and, optionally, require client
+        /// certificates); plain `ws://` when nil (the default, for trusted LANs and tests).
+        public var tls: TLSServerConfiguration?
         /// A configuration with the defaults (127.0.0.1:4984, no authentication).
         public init() {}
     }
@@ -87,15 +90,18 @@ public final class SyncListener: Sendable {
     public let host: String
     /// The port bound.
     public var port: Int { listener.port }
+    /// Whether it serves `wss://`.
+    public let secure: Bool
 
-    private init(listener: WebSocketListener, host: String, shared: Shared) {
+    private init(listener: WebSocketListener, host: String, secure: Bool, shared: Shared) {
         self.listener = listener
         self.host = host
+        self.secure = secure
         self.shared = shared
     }
 
     /// The URL a replicator uses for the database served as `name`.
-    public func url(for name: String) -> String { "ws://\(host):\(port)/\(name)" }
+    public func url(for name: String) -> String { "\(secure ? "wss" : "ws")://\(host):\(port)/\(name)" }
 
     /// Starts serving `databases` (name → database; names must not start with `_`).
     public static func start(serving databases: [String: Database], configuration: Configuration = Configuration(),
@@ -108,10 +114,14 @@ public final class SyncListener: Sendable {
         let expected = configuration.credentials.map { "Basic " + Data("\($0.user):\($0.password)".utf8).base64EncodedString() }
         var ws = configuration.webSocket ?? BLIPConnection.webSocketConfiguration(app: app)
         ws.subprotocols = [BLIPConnection.subprotocol(app: app)]
+        var tls: TLSContext?
+        if let config = configuration.tls {
+            do throws(TLSError) { tls = try TLSContext(server: config) } catch { throw .tls(error) }
+        }
         let listener: WebSocketListener
         do {
             listener = try await WebSocketListener.bind(host: configuration.host, port: configuration.port, group: group,
-                                                        configuration: ws, logger: logger) { request, loop in
+                                                        configuration: ws, tls: tls, logger: logger) { request, loop in
                 let parts = request.path.split(separator: "/", omittingEmptySubsequences: true)
                 guard parts.count == 2, parts[1] == "_blipsync", let db = databases[String(parts[0])] else {
                     return .refuse(status: 404, message: "no database at \(request.path)")
@@ -138,7 +148,7 @@ public final class SyncListener: Sendable {
         } catch {
             throw .connection("cannot listen on \(configuration.host):\(configuration.port): \(error)")
         }
-        return SyncListener(listener: listener, host: configuration.host, shared: shared)
+        return SyncListener(listener: listener, host: configuration.host, secure: tls != nil, shared: shared)
     }
 
     /// Registers a named pull filter that clients select with `pullFilter` (and parameters).

@@ -33,6 +33,28 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Log level (trace, debug, info, warning, error).")
     var logLevel = "info"
 
+    @Option(help: "Serve wss://: the certificate chain (PEM, leaf first). Needs --tls-key.")
+    var tlsCert: String?
+
+    @Option(help: "The private key of --tls-cert (PEM, unencrypted).")
+    var tlsKey: String?
+
+    @Option(help: "Require client certificates issued by these authorities (PEM bundle): mutual TLS.")
+    var clientCa: String?
+
+    func validate() throws {
+        if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
+        if clientCa != nil && tlsCert == nil { throw ValidationError("--client-ca needs --tls-cert and --tls-key") }
+    }
+
+    /// The TLS server context the options ask for, if any.
+    func tlsContext() throws -> TLSContext? {
+        guard let tlsCert, let tlsKey else { return nil }
+        var tls = TLSServerConfiguration(certificateChain: .file(tlsCert), privateKey: .file(tlsKey))
+        if let clientCa { tls.clientAuthentication = .required(trusting: .file(clientCa)) }
+        return try TLSContext(server: tls)
+    }
+
     func run() async throws {
         LoggingSystem.bootstrap { label in
             var h = StreamLogHandler.standardError(label: label)
@@ -47,11 +69,12 @@ struct Serve: AsyncParsableCommand {
         config.maxFrameSize = maxMessageSize
         config.subprotocols = subprotocols.split(separator: ",").map(String.init)
         let supported = config.subprotocols
+        let tls = try tlsContext()
         let listener = try await WebSocketListener.bind(host: host, port: port, group: group,
-                                                        configuration: config, logger: logger) { request, _ in
+                                                        configuration: config, tls: tls, logger: logger) { request, _ in
             .accept(subprotocol: request.negotiateSubprotocol(supported), handler: EchoHandler())
         }
-        print("ferry-echo listening on ws://\(listener.boundAddress)/")
+        print("ferry-echo listening on \(tls == nil ? "ws" : "wss")://\(listener.boundAddress)/")
         fflush(nil)
         await waitForTerminationSignal()
         await listener.close()

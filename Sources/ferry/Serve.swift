@@ -8,7 +8,7 @@ import Foundation
 /// with other peers (a mesh).
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Serve a database at ws://HOST:PORT/NAME/_blipsync for peers to push to and pull from.")
+        abstract: "Serve a database at ws://HOST:PORT/NAME/_blipsync (wss:// with --tls-cert) for peers to push to and pull from.")
 
     @OptionGroup var database: DatabaseOption
     @Option(help: "Address to listen on.") var host = "127.0.0.1"
@@ -20,6 +20,8 @@ struct Serve: AsyncParsableCommand {
         "Also push and pull continuously with this peer (ws://[user:password@]host:port/db); repeatable. Retries while it is down.",
         valueName: "url"))
     var peers: [String] = []
+    @OptionGroup(title: "TLS (serving)") var serverTLS: ServerTLSOptions
+    @OptionGroup(title: "TLS (peers given with --replicate)") var clientTLS: ClientTLSOptions
 
     func validate() throws {
         if (user == nil) != (password == nil) { throw ValidationError("--user and --password go together") }
@@ -33,14 +35,16 @@ struct Serve: AsyncParsableCommand {
         config.host = host
         config.port = port
         if let user, let password { config.credentials = (user, password) }
+        config.tls = serverTLS.configuration
         let listener = try await SyncListener.start(serving: [dbName: db], configuration: config)
-        print("ferry: serving \(database.db) at ws://\(host):\(listener.port)/\(dbName)/_blipsync\(user == nil ? "" : " (HTTP Basic authentication)")")
+        print("ferry: serving \(database.db) at \(listener.url(for: dbName))/_blipsync\(user == nil ? "" : " (HTTP Basic authentication)")")
         fflush(nil)
 
         var replicators: [Replicator] = []
         for url in peers {
             var c = ReplicatorConfiguration(database: db, target: url)
             c.continuous = true
+            c.tls = clientTLS.configuration
             if let (plain, auth) = Sync.splitCredentials(url) {
                 c.target = plain
                 c.authenticator = auth

@@ -9,7 +9,7 @@ struct Sync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Push to and pull from a peer (ws://host:port/db); one-shot unless --continuous.")
 
-    @Argument(help: "The peer's database URL, ws://host:port/db.") var url: String
+    @Argument(help: "The peer's database URL, ws://host:port/db or wss://host:port/db.") var url: String
     @OptionGroup var database: DatabaseOption
     @Flag(help: "Only push local changes.") var push = false
     @Flag(help: "Only pull the peer's changes.") var pull = false
@@ -17,6 +17,7 @@ struct Sync: AsyncParsableCommand {
     @Option(help: "HTTP Basic user name for the peer.") var user: String?
     @Option(help: "The password for --user.") var password: String?
     @Flag(help: "Forget the checkpoint and compare everything again.") var resetCheckpoint = false
+    @OptionGroup(title: "TLS (wss:// peers)") var tls: ClientTLSOptions
 
     func validate() throws {
         if push && pull { throw ValidationError("--push and --pull exclude each other (the default does both)") }
@@ -39,6 +40,7 @@ struct Sync: AsyncParsableCommand {
         c.type = push ? .push : pull ? .pull : .pushAndPull
         c.continuous = continuous
         c.resetCheckpoint = resetCheckpoint
+        c.tls = tls.configuration
         if let (plain, auth) = Self.splitCredentials(url) { c.target = plain; c.authenticator = auth }
         if let user, let password { c.authenticator = .basic(user: user, password: password) }
         let replicator = Replicator(configuration: c)

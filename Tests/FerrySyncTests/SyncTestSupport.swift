@@ -1,3 +1,4 @@
+import FerryNet
 import FerryStore
 @_exported import FerryTestSupport
 @testable import FerrySync
@@ -18,7 +19,8 @@ final class Peer: Sendable {
         self.listener = listener
     }
 
-    static func make(_ name: String, serving: Bool = false, credentials: (String, String)? = nil) async throws -> Peer {
+    static func make(_ name: String, serving: Bool = false, credentials: (String, String)? = nil,
+                     tls: TLSServerConfiguration? = nil) async throws -> Peer {
         let dir = TempDir()
         let db = try Database.open(at: dir.path("\(name).ferry"))
         var listener: SyncListener?
@@ -26,6 +28,7 @@ final class Peer: Sendable {
             var c = SyncListener.Configuration()
             c.port = 0
             c.credentials = credentials.map { (user: $0.0, password: $0.1) }
+            c.tls = tls
             listener = try await SyncListener.start(serving: [name: db], configuration: c)
         }
         return Peer(name: name, dir: dir, db: db, listener: listener)
