@@ -28,7 +28,9 @@ public final class EventLoop: @unchecked Sendable {
     private let epfd: Int32
     private let wakeFD: Int32
     private let pending = Mutex<PendingTasks>(PendingTasks())
-    private var registrations: [Int32: Registration] = [:]
+    /// Registered descriptors, indexed by fd (descriptors are small integers the kernel
+    /// reuses): a lookup per event is an array index, not a hash.
+    private var registrations = Registrations()
     private var timers = TimerQueue()
     private var threadID: pthread_t?
     private let stopped = Mutex<Bool>(false)
@@ -60,6 +62,22 @@ public final class EventLoop: @unchecked Sendable {
         let selectable: Selectable
         var events: UInt32
         init(_ s: Selectable, _ e: UInt32) { selectable = s; events = e }
+    }
+
+    private struct Registrations {
+        private var slots: [Registration?] = []
+        subscript(fd: Int32) -> Registration? {
+            get { fd >= 0 && Int(fd) < slots.count ? slots[Int(fd)] : nil }
+            set {
+                let i = Int(fd)
+                if i >= slots.count {
+                    guard newValue != nil else { return }
+                    slots.append(contentsOf: repeatElement(nil, count: i - slots.count + 1))
+                }
+                slots[i] = newValue
+            }
+        }
+        var descriptors: [Int32] { slots.indices.filter { slots[$0] != nil }.map { Int32($0) } }
     }
 
     /// Creates a loop and starts its thread.
@@ -167,7 +185,8 @@ public final class EventLoop: @unchecked Sendable {
     /// Removes a descriptor from the loop (before it is closed). Loop thread only.
     public func deregister(fd: Int32) {
         preconditionInLoop()
-        if registrations.removeValue(forKey: fd) != nil {
+        if registrations[fd] != nil {
+            registrations[fd] = nil
             _ = ferry_epoll_ctl(epfd, FERRY_EPOLL_CTL_DEL, fd, 0, 0)
         }
     }
@@ -250,8 +269,8 @@ public final class EventLoop: @unchecked Sendable {
         let hooks = shutdownHooks
         shutdownHooks = [:]
         for (_, h) in hooks { h() }
-        for (fd, _) in registrations { _ = ferry_epoll_ctl(epfd, FERRY_EPOLL_CTL_DEL, fd, 0, 0) }
-        registrations = [:]
+        for fd in registrations.descriptors { _ = ferry_epoll_ctl(epfd, FERRY_EPOLL_CTL_DEL, fd, 0, 0) }
+        registrations = Registrations()
         timers = TimerQueue()
         threadID = nil
         finished.signal()

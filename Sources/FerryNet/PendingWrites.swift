@@ -77,15 +77,49 @@ struct PendingWrites {
         }
     }
 
-    private func writeVector(fd: Int32) -> Int {
+    /// Writes the queue, then `extra`, with as few system calls as the socket allows, and
+    /// queues (copies) only the part of `extra` it did not take: a large payload usually goes
+    /// from the caller's buffer to the kernel without an intermediate copy. Returns the errno
+    /// of a hard failure, or nil.
+    mutating func flush(fd: Int32, then extra: UnsafeRawBufferPointer) -> Int32? {
+        guard chunks.count < 64, let base = extra.baseAddress else {
+            append(extra)
+            return flush(fd: fd)
+        }
+        var written: Int
+        repeat {
+            written = writeVector(fd: fd, extra: extra)
+        } while written < 0 && errno == EINTR
+        if written < 0 {
+            let err = errno
+            append(extra)
+            return err == EAGAIN || err == EWOULDBLOCK ? nil : err
+        }
+        let queued = byteCount
+        if written < queued {
+            consume(written)
+            append(extra)
+            return nil
+        }
+        if queued > 0 { consume(queued) }
+        let rest = extra.count - (written - queued)
+        if rest > 0 { append(UnsafeRawBufferPointer(start: base + (extra.count - rest), count: rest)) }
+        return nil
+    }
+
+    private func writeVector(fd: Int32, extra: UnsafeRawBufferPointer? = nil) -> Int {
         let n = min(chunks.count, 64)
-        return withUnsafeTemporaryAllocation(of: iovec.self, capacity: n) { iov in
+        let total = n + (extra == nil ? 0 : 1)
+        return withUnsafeTemporaryAllocation(of: iovec.self, capacity: total) { iov in
             // Recursion pins each chunk's buffer until writev returns.
             func pin(_ i: Int) -> Int {
                 if i == n {
+                    if let extra, let b = extra.baseAddress {
+                        iov[n] = iovec(iov_base: UnsafeMutableRawPointer(mutating: b), iov_len: extra.count)
+                    }
                     var msg = msghdr()
                     msg.msg_iov = iov.baseAddress
-                    msg.msg_iovlen = n
+                    msg.msg_iovlen = total
                     return Glibc.sendmsg(fd, &msg, Int32(MSG_NOSIGNAL))
                 }
                 return chunks[i].withUnsafeBytes { raw in
@@ -101,6 +135,18 @@ struct PendingWrites {
     private mutating func consume(_ n: Int) {
         var n = n
         byteCount -= n
+        if byteCount == 0 {
+            // The usual case: everything went out. Keep the last buffer as the spare and empty
+            // the chunk list in place (no element shifting, no reallocation).
+            let last = chunks.count - 1
+            if chunks[last].capacity <= Self.spareLimit && chunks[last].capacity > spare.capacity {
+                swap(&spare, &chunks[last])
+                spare.removeAll(keepingCapacity: true)
+            }
+            chunks.removeAll(keepingCapacity: true)
+            headOffset = 0
+            return
+        }
         while n > 0 {
             let left = chunks[0].count - headOffset
             if n >= left {

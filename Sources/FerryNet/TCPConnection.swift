@@ -40,12 +40,25 @@ public struct ConnectionOptions: Sendable {
 public final class TCPConnection: Selectable, @unchecked Sendable {
     /// The loop that owns this connection.
     public let loop: EventLoop
-    /// The handler that receives this connection's events.
-    public weak var handler: ConnectionHandler?
-    /// Strong reference kept while the connection is open, so a handler lives as long as it.
-    private var handlerRetain: ConnectionHandler?
+    /// The handler that receives this connection's events; held until the connection closes
+    /// (then released, which breaks the handler → connection → handler cycle). A strong
+    /// reference, not `weak`: a weakly referenced object gets a side table, and then every
+    /// retain and release of it, on every message, takes the runtime's slow path.
+    public private(set) var handler: ConnectionHandler?
     private var fd: Int32
-    private var pending = PendingWrites()
+    /// The write queue, touched several times per message. It lives behind a pointer and is
+    /// reached through addressors because a stored property of a class gets a dynamic
+    /// exclusivity check (a runtime call and a thread-local lookup) on every mutating access;
+    /// the queue is loop-confined, so those checks can never fire.
+    private let pendingStorage: UnsafeMutablePointer<PendingWrites> = {
+        let p = UnsafeMutablePointer<PendingWrites>.allocate(capacity: 1)
+        p.initialize(to: PendingWrites())
+        return p
+    }()
+    private var pending: PendingWrites {
+        unsafeAddress { UnsafePointer(pendingStorage) }
+        unsafeMutableAddress { pendingStorage }
+    }
     private let options: ConnectionOptions
     private var started = false
     private var readingPaused = false
@@ -78,7 +91,11 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         if options.noDelay { Socket.setNoDelay(fd) }
     }
 
-    deinit { if fd >= 0 { Glibc.close(fd) } }
+    deinit {
+        if fd >= 0 { Glibc.close(fd) }
+        pendingStorage.deinitialize(count: 1)
+        pendingStorage.deallocate()
+    }
 
     /// Bytes queued for writing.
     public var bufferedByteCount: Int { pending.byteCount + tlsEarlyWrites.count }
@@ -109,14 +126,14 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         precondition(!started, "start called twice")
         started = true
         self.handler = handler
-        handlerRetain = handler
         do {
             try loop.register(fd: fd, self, readable: true, writable: !pending.isEmpty)
         } catch {
             closeNow(error: error)
             return
         }
-        loop.onShutdown(self) { [weak self] in self?.closeNow(error: .loopShutDown) }
+        // A strong capture (see `handler`): closeNow removes the hook, ending the cycle.
+        loop.onShutdown(self) { self.closeNow(error: .loopShutDown) }
         if tls != nil {
             tlsHandshakeTimer = loop.schedule(after: tlsTimeout) { [weak self] in
                 guard let self, let tls = self.tls, !tls.handshakeComplete else { return }
@@ -132,8 +149,7 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
     /// Hands the connection to another handler (after a protocol upgrade, for instance).
     public func replaceHandler(_ newHandler: ConnectionHandler) {
         loop.preconditionInLoop()
-        handler = newHandler
-        if !isClosed { handlerRetain = newHandler }
+        if !isClosed { handler = newHandler }
     }
 
     /// Queues bytes (copied) for writing; flushed at the end of the current read callback or
@@ -142,9 +158,18 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         loop.preconditionInLoop()
         guard !isClosed else { return }
         if let tls { encrypt(bytes, tls); return }
+        if bytes.count >= Self.writeThroughSize && started {
+            // Large: straight to the socket (behind what is queued), copying only the rest.
+            if let e = pending.flush(fd: fd, then: bytes) { closeNow(error: .from(errno: e, operation: "sendmsg")); return }
+            afterEnqueue()
+            return
+        }
         pending.append(bytes)
         afterEnqueue()
     }
+
+    /// Writes at least this large skip the write queue when the socket takes them.
+    static let writeThroughSize = 64 * 1024
 
     /// Queues a chunk for writing; a large chunk is queued without copying.
     public func write(_ bytes: [UInt8]) {
@@ -383,8 +408,8 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         pending.removeAll()
         Glibc.close(fd)
         fd = -1
-        let h = handlerRetain
-        handlerRetain = nil
+        let h = handler
+        handler = nil
         h?.connectionClosed(self, error: error)
     }
 }

@@ -95,8 +95,9 @@ final class ClientUpgrader: ConnectionHandler {
     func start(_ tcp: TCPConnection) {
         tcp.start(handler: self)
         guard !tcp.isClosed else { return }
-        timer = tcp.loop.schedule(after: configuration.handshakeTimeout) { [weak self, weak tcp] in
-            guard let self, let tcp else { return }
+        // Strong captures (no side tables on the connection's hot objects): the timer is
+        // cancelled when the handshake ends either way, which releases them.
+        timer = tcp.loop.schedule(after: configuration.handshakeTimeout) { [self, tcp] in
             self.fail(tcp, .timedOut)
         }
         tcp.write(handshake.request(hostHeader: url.hostHeader, target: url.target, headers: configuration.extraHeaders))

@@ -24,8 +24,10 @@ final class ServerUpgrader: ConnectionHandler {
     func start(_ tcp: TCPConnection) {
         tcp.start(handler: self)
         guard !tcp.isClosed else { return }
-        timer = tcp.loop.schedule(after: configuration.handshakeTimeout) { [weak self, weak tcp] in
-            guard let self, let tcp, !self.done else { return }
+        // Strong captures (no side tables on the connection's hot objects): every path that
+        // ends the handshake cancels the timer, which releases them.
+        timer = tcp.loop.schedule(after: configuration.handshakeTimeout) { [self, tcp] in
+            guard !self.done else { return }
             self.logger.debug("handshake timed out", metadata: ["peer": "\(tcp.remoteAddress.map { "\($0)" } ?? "?")"])
             self.refuse(tcp, status: 408, message: "handshake timed out")
         }

@@ -45,7 +45,10 @@ public final class WebSocketConnection: ConnectionHandler, @unchecked Sendable {
         peerCertificate = tcp.tlsSession?.peerCertificate
         self.handler = handler
         machine = WebSocketStateMachine(role: role, configuration: configuration) { _ in }
-        machine.output = { [unowned tcp] bytes in tcp.write(bytes) }
+        // unowned(unsafe): the machine is this connection's and this connection holds `tcp`
+        // strongly for its whole life, so `tcp` outlives every call; plain `unowned` would pay
+        // an unowned-retain per frame.
+        machine.output = { [unowned(unsafe) tcp] bytes in tcp.write(bytes) }
     }
 
     /// Takes over the TCP connection after the handshake: starts reading and processes bytes

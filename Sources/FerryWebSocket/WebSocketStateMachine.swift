@@ -126,6 +126,8 @@ public final class WebSocketStateMachine {
                     p += len
                     completeFrame(header, UnsafeRawBufferPointer(payload), handle)
                 } else {
+                    // One allocation for the whole payload instead of doubling as reads arrive.
+                    if !header.opcode.isControl { messageBuffer.reserveCapacity(messageBuffer.count + len) }
                     readState = .payload(header, remaining: len, phase: 0)
                 }
             case .payload(let header, let remaining, let phase):
