@@ -62,6 +62,9 @@ let package = Package(
         // A runnable example of FerryBLIP used alone (docs/transport.md); CI builds and runs it.
         .executableTarget(name: "blip-rpc-example", dependencies: ["FerryBLIP", "FerryNet"],
                           path: "Examples/BLIPRPC"),
+        // A runnable wss:// server and client (TLS options), docs/transport.md; CI runs it.
+        .executableTarget(name: "wss-echo-example", dependencies: ["FerryWebSocket", "FerryNet"],
+                          path: "Examples/WSSEcho"),
         // Helpers shared by the test targets (package root, hex golden vectors).
         .target(name: "FerryTestSupport", dependencies: ["COpenSSL"], path: "Tests/FerryTestSupport"),
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore", "CSQLite", "ferry-store-writer", "FerryTestSupport"]),
