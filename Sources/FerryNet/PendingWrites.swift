@@ -2,66 +2,69 @@
 import Glibc
 #endif
 
-/// The write queue of one connection: byte chunks waiting for the socket, flushed with
-/// `send` (one chunk) or `sendmsg` (several). Small writes are coalesced into the tail chunk so
-/// a burst of small frames costs one system call; large ones keep their own chunk and are never
-/// copied again. The buffer of a drained chunk is kept for the next write, so a steady
-/// request/response flow allocates nothing per message. Loop-confined.
-struct PendingWrites {
-    private var chunks: [[UInt8]] = []
-    /// Bytes of `chunks[0]` already written.
-    private var headOffset = 0
+/// The write queue of one connection: one contiguous byte buffer of what the socket has not
+/// taken yet, flushed with `send` (or `sendmsg` together with a large payload that skips the
+/// queue). A burst of small frames costs one system call, and a steady request/response flow
+/// touches no allocator and no reference count per message: appends copy into the buffer, a
+/// drained buffer just resets its indices. Noncopyable (it owns its memory). Loop-confined.
+struct PendingWrites: ~Copyable {
+    private var storage: UnsafeMutableRawPointer?
+    private var capacity = 0
+    /// The first byte not yet written.
+    private var start = 0
+    /// One past the last queued byte.
+    private var end = 0
+
+    /// A drained buffer larger than this is given back, so idle connections stay small.
+    static let keepLimit = 64 * 1024
+
+    init() {}
+
+    deinit { storage?.deallocate() }
+
     /// Bytes queued and not yet written.
-    private(set) var byteCount = 0
-    /// An empty buffer kept from a drained chunk, reused by the next small write.
-    private var spare: [UInt8] = []
-
-    /// Chunks under this size are merged into the tail chunk.
-    static let coalesceLimit = 16 * 1024
-    /// Drained buffers up to this capacity are kept for reuse.
-    static let spareLimit = 64 * 1024
-
-    var isEmpty: Bool { byteCount == 0 }
+    var byteCount: Int { end - start }
+    var isEmpty: Bool { end == start }
 
     mutating func append(_ bytes: UnsafeRawBufferPointer) {
-        guard bytes.count > 0 else { return }
-        byteCount += bytes.count
-        if bytes.count < Self.coalesceLimit, !chunks.isEmpty, chunks.count > 1 || headOffset == 0,
-           chunks[chunks.count - 1].count + bytes.count <= 4 * Self.coalesceLimit {
-            chunks[chunks.count - 1].append(contentsOf: bytes)
-            return
-        }
-        var c: [UInt8]
-        if spare.capacity >= bytes.count {
-            c = spare
-            spare = []
-        } else {
-            c = []
-            c.reserveCapacity(max(bytes.count, 4096))
-        }
-        c.append(contentsOf: bytes)
-        chunks.append(c)
+        guard let src = bytes.baseAddress, bytes.count > 0 else { return }
+        reserve(bytes.count)
+        guard let storage else { return }
+        (storage + end).copyMemory(from: src, byteCount: bytes.count)
+        end += bytes.count
     }
 
-    mutating func append(_ chunk: [UInt8]) {
-        guard !chunk.isEmpty else { return }
-        if chunk.count < Self.coalesceLimit {
-            chunk.withUnsafeBytes { append($0) }
-            return
+    /// Room for `n` more bytes at the end: slide the unwritten bytes to the front, or grow.
+    private mutating func reserve(_ n: Int) {
+        if end + n <= capacity { return }
+        if start > 0, let storage {
+            memmove(storage, storage + start, end - start)  // the ranges may overlap
+            end -= start
+            start = 0
+            if end + n <= capacity { return }
         }
-        byteCount += chunk.count
-        chunks.append(chunk)
+        let newCapacity = max(capacity * 2, end + n, 4096)
+        let grown = UnsafeMutableRawPointer.allocate(byteCount: newCapacity, alignment: 16)
+        if let storage {
+            grown.copyMemory(from: storage + start, byteCount: end - start)
+            storage.deallocate()
+        }
+        end -= start
+        start = 0
+        storage = grown
+        capacity = newCapacity
     }
 
     /// Writes as much as the socket takes. Returns the errno of a hard failure, or nil.
     mutating func flush(fd: Int32) -> Int32? {
-        while byteCount > 0 {
-            let written = chunks.count == 1 ? writeHead(fd: fd) : writeVector(fd: fd)
+        while let storage, end > start {
+            // MSG_NOSIGNAL: a peer that has gone away is an EPIPE error, never a SIGPIPE that
+            // kills an embedding application which did not ignore the signal.
+            let written = Glibc.send(fd, storage + start, end - start, Int32(MSG_NOSIGNAL))
             if written < 0 {
                 let err = errno
-                if err == EAGAIN || err == EWOULDBLOCK { return nil }
                 if err == EINTR { continue }
-                return err
+                return err == EAGAIN || err == EWOULDBLOCK ? nil : err
             }
             if written == 0 { return nil }
             consume(written)
@@ -69,100 +72,60 @@ struct PendingWrites {
         return nil
     }
 
-    private func writeHead(fd: Int32) -> Int {
-        chunks[0].withUnsafeBytes { raw in
-            // MSG_NOSIGNAL: a peer that has gone away is an EPIPE error, never a SIGPIPE that
-            // kills an embedding application which did not ignore the signal.
-            Glibc.send(fd, raw.baseAddress! + headOffset, raw.count - headOffset, Int32(MSG_NOSIGNAL))
-        }
-    }
-
-    /// Writes the queue, then `extra`, with as few system calls as the socket allows, and
-    /// queues (copies) only the part of `extra` it did not take: a large payload usually goes
-    /// from the caller's buffer to the kernel without an intermediate copy. Returns the errno
-    /// of a hard failure, or nil.
+    /// Writes the queue, then `extra`, in one system call, and queues (copies) only the part
+    /// of `extra` the socket did not take: a large payload usually goes from the caller's
+    /// buffer to the kernel without an intermediate copy. Returns the errno of a hard
+    /// failure, or nil.
     mutating func flush(fd: Int32, then extra: UnsafeRawBufferPointer) -> Int32? {
-        guard chunks.count < 64, let base = extra.baseAddress else {
-            append(extra)
-            return flush(fd: fd)
-        }
+        guard let base = extra.baseAddress, extra.count > 0 else { return flush(fd: fd) }
+        let queued = byteCount
         var written: Int
         repeat {
-            written = writeVector(fd: fd, extra: extra)
+            if queued == 0 {
+                written = Glibc.send(fd, base, extra.count, Int32(MSG_NOSIGNAL))
+            } else {
+                var iov = (iovec(iov_base: storage.map { $0 + start }, iov_len: queued),
+                           iovec(iov_base: UnsafeMutableRawPointer(mutating: base), iov_len: extra.count))
+                written = withUnsafeMutablePointer(to: &iov) { p in
+                    p.withMemoryRebound(to: iovec.self, capacity: 2) { v in
+                        var msg = msghdr()
+                        msg.msg_iov = v
+                        msg.msg_iovlen = 2
+                        return Glibc.sendmsg(fd, &msg, Int32(MSG_NOSIGNAL))
+                    }
+                }
+            }
         } while written < 0 && errno == EINTR
         if written < 0 {
             let err = errno
             append(extra)
             return err == EAGAIN || err == EWOULDBLOCK ? nil : err
         }
-        let queued = byteCount
         if written < queued {
             consume(written)
             append(extra)
             return nil
         }
         if queued > 0 { consume(queued) }
-        let rest = extra.count - (written - queued)
-        if rest > 0 { append(UnsafeRawBufferPointer(start: base + (extra.count - rest), count: rest)) }
+        let taken = written - queued
+        if taken < extra.count { append(UnsafeRawBufferPointer(start: base + taken, count: extra.count - taken)) }
         return nil
     }
 
-    private func writeVector(fd: Int32, extra: UnsafeRawBufferPointer? = nil) -> Int {
-        let n = min(chunks.count, 64)
-        let total = n + (extra == nil ? 0 : 1)
-        return withUnsafeTemporaryAllocation(of: iovec.self, capacity: total) { iov in
-            // Recursion pins each chunk's buffer until writev returns.
-            func pin(_ i: Int) -> Int {
-                if i == n {
-                    if let extra, let b = extra.baseAddress {
-                        iov[n] = iovec(iov_base: UnsafeMutableRawPointer(mutating: b), iov_len: extra.count)
-                    }
-                    var msg = msghdr()
-                    msg.msg_iov = iov.baseAddress
-                    msg.msg_iovlen = total
-                    return Glibc.sendmsg(fd, &msg, Int32(MSG_NOSIGNAL))
-                }
-                return chunks[i].withUnsafeBytes { raw in
-                    let off = i == 0 ? headOffset : 0
-                    iov[i] = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress! + off), iov_len: raw.count - off)
-                    return pin(i + 1)
-                }
-            }
-            return pin(0)
-        }
-    }
-
     private mutating func consume(_ n: Int) {
-        var n = n
-        byteCount -= n
-        if byteCount == 0 {
-            // The usual case: everything went out. Keep the last buffer as the spare and empty
-            // the chunk list in place (no element shifting, no reallocation).
-            let last = chunks.count - 1
-            if chunks[last].capacity <= Self.spareLimit && chunks[last].capacity > spare.capacity {
-                swap(&spare, &chunks[last])
-                spare.removeAll(keepingCapacity: true)
-            }
-            chunks.removeAll(keepingCapacity: true)
-            headOffset = 0
-            return
-        }
-        while n > 0 {
-            let left = chunks[0].count - headOffset
-            if n >= left {
-                n -= left
-                var done = chunks.removeFirst()
-                headOffset = 0
-                if done.capacity <= Self.spareLimit && done.capacity > spare.capacity {
-                    done.removeAll(keepingCapacity: true)
-                    spare = done
-                }
-            } else {
-                headOffset += n
-                n = 0
-            }
+        start += n
+        if start == end {
+            start = 0
+            end = 0
+            if capacity > Self.keepLimit { removeAll() }
         }
     }
 
-    mutating func removeAll() { chunks = []; headOffset = 0; byteCount = 0; spare = [] }
+    mutating func removeAll() {
+        storage?.deallocate()
+        storage = nil
+        capacity = 0
+        start = 0
+        end = 0
+    }
 }

@@ -153,7 +153,8 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
     }
 
     /// Queues bytes (copied) for writing; flushed at the end of the current read callback or
-    /// at once when not in one.
+    /// at once when not in one. Writes of 64 KiB or more go to the socket at once (behind
+    /// what is queued) and only what it does not take is copied.
     public func write(_ bytes: UnsafeRawBufferPointer) {
         loop.preconditionInLoop()
         guard !isClosed else { return }
@@ -171,13 +172,9 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
     /// Writes at least this large skip the write queue when the socket takes them.
     static let writeThroughSize = 64 * 1024
 
-    /// Queues a chunk for writing; a large chunk is queued without copying.
+    /// Queues a chunk for writing (see `write(_: UnsafeRawBufferPointer)`).
     public func write(_ bytes: [UInt8]) {
-        loop.preconditionInLoop()
-        guard !isClosed else { return }
-        if let tls { bytes.withUnsafeBytes { encrypt($0, tls) }; return }
-        pending.append(bytes)
-        afterEnqueue()
+        bytes.withUnsafeBytes { write($0) }
     }
 
     private func afterEnqueue() {

@@ -84,15 +84,24 @@ struct TLSEchoServer {
 func tlsConnect(port: Int, on loop: EventLoop, _ configuration: TLSClientConfiguration, serverName: String = "localhost",
                 send message: String = "hello") async throws -> (TLSProbe, TCPConnection) {
     let context = try TLSContext(client: configuration)
-    let conn = try await TCPConnection.connect(host: "127.0.0.1", port: port, on: loop)
     let probe = TLSProbe()
-    let box = UnsafeSendable(conn)
-    try await loop.submit {
-        try box.value.startTLS(context, serverName: serverName)
-        box.value.start(handler: probe)
-        box.value.write(Array(message.utf8))
+    let addresses = try await Resolver.resolve(host: "127.0.0.1", port: port)
+    // TLS starts in the connect callback, on the loop: no hop through the (possibly busy)
+    // test thread pool between the server's accept and our ClientHello, which the server's
+    // handshake timeout would otherwise count.
+    let result: Result<UnsafeSendable<TCPConnection>, NetError> = await withCheckedContinuation { c in
+        TCPConnection.connect(to: addresses[0], on: loop) { r in
+            switch r {
+            case .failure(let e): c.resume(returning: .failure(e))
+            case .success(let conn):
+                do throws(NetError) { try conn.startTLS(context, serverName: serverName) } catch { c.resume(returning: .failure(error)); return }
+                conn.start(handler: probe)
+                conn.write(Array(message.utf8))
+                c.resume(returning: .success(UnsafeSendable(conn)))
+            }
+        }
     }
-    return (probe, conn)
+    return (probe, try result.get().value)
 }
 
 /// Safety: used to carry a loop-confined object to its own loop.
@@ -246,14 +255,19 @@ func rejection(_ e: NetError??) -> CertificateRejection.Reason? {
         // A TLS record header announcing a 16 KiB handshake record, then only 10 bytes of it.
         let truncated: [UInt8] = [0x16, 0x03, 0x01, 0x40, 0x00] + [UInt8](repeating: 1, count: 10)
         for (name, bytes, halfClose) in [("garbage", garbage, false), ("truncated", truncated, true), ("silent", [], false)] {
-            let raw = try await TCPConnection.connect(host: "127.0.0.1", port: server.port, on: loop)
             let probe = TLSProbe()
-            let box = UnsafeSendable(raw)
-            try await loop.submit {
-                box.value.start(handler: probe)
-                if !bytes.isEmpty { box.value.write(bytes) }
-                if halfClose { box.value.shutdownOutput() }
+            let address = try await Resolver.resolve(host: "127.0.0.1", port: server.port)[0]
+            // All on the loop, in the connect callback (see tlsConnect).
+            let connected: NetError? = await withCheckedContinuation { c in
+                TCPConnection.connect(to: address, on: loop) { r in
+                    guard case .success(let raw) = r else { c.resume(returning: .connectionRefused); return }
+                    raw.start(handler: probe)
+                    if !bytes.isEmpty { raw.write(bytes) }
+                    if halfClose { raw.shutdownOutput() }
+                    c.resume(returning: nil)
+                }
             }
+            #expect(connected == nil)
             let onServer = try #require(await server.next())
             let closed = await onServer.collect().closed
             switch (name, closed) {
