@@ -10,6 +10,8 @@ public final class WebSocket: Sendable {
     public let subprotocol: String?
     /// The upgrade request (server side only).
     public let request: HTTPRequestHead?
+    /// permessage-deflate as negotiated in the handshake; nil when not in use.
+    public let permessageDeflate: PerMessageDeflateAgreement?
     /// The peer's address.
     public var remoteAddress: SocketAddress? { connection.tcp.remoteAddress }
 
@@ -18,6 +20,7 @@ public final class WebSocket: Sendable {
         self.bridge = bridge
         subprotocol = connection.subprotocol
         request = connection.request
+        permessageDeflate = connection.permessageDeflate
         bridge.connectionForOtherThreads = connection
     }
 

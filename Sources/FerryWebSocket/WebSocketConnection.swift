@@ -18,6 +18,8 @@ public final class WebSocketConnection: ConnectionHandler, @unchecked Sendable {
     public let subprotocol: String?
     /// The upgrade request (server side) for the application's reference.
     public let request: HTTPRequestHead?
+    /// permessage-deflate as negotiated in the handshake; nil when not in use.
+    public var permessageDeflate: PerMessageDeflateAgreement? { machine.deflate }
     /// The receiver of events.
     public var handler: WebSocketHandler?
     private let machine: WebSocketStateMachine
@@ -34,13 +36,14 @@ public final class WebSocketConnection: ConnectionHandler, @unchecked Sendable {
     var onFinish: (() -> Void)?
 
     init(tcp: TCPConnection, role: WebSocketRole, configuration: WebSocketConfiguration,
-         subprotocol: String?, request: HTTPRequestHead?, handler: WebSocketHandler?) {
+         subprotocol: String?, request: HTTPRequestHead?, deflate: PerMessageDeflateAgreement? = nil,
+         handler: WebSocketHandler?) {
         self.tcp = tcp
         self.configuration = configuration
         self.subprotocol = subprotocol
         self.request = request
         self.handler = handler
-        machine = WebSocketStateMachine(role: role, configuration: configuration) { _ in }
+        machine = WebSocketStateMachine(role: role, configuration: configuration, deflate: deflate) { _ in }
         machine.output = { [unowned tcp] bytes in tcp.write(bytes) }
     }
 

@@ -33,6 +33,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Log level (trace, debug, info, warning, error).")
     var logLevel = "info"
 
+    @Flag(help: "Accept permessage-deflate (RFC 7692) offers (default: decline them).")
+    var deflate = false
+
     func run() async throws {
         LoggingSystem.bootstrap { label in
             var h = StreamLogHandler.standardError(label: label)
@@ -46,6 +49,7 @@ struct Serve: AsyncParsableCommand {
         config.maxMessageSize = maxMessageSize
         config.maxFrameSize = maxMessageSize
         config.subprotocols = subprotocols.split(separator: ",").map(String.init)
+        if deflate { config.permessageDeflate = PerMessageDeflateOptions() }
         let supported = config.subprotocols
         let listener = try await WebSocketListener.bind(host: host, port: port, group: group,
                                                         configuration: config, logger: logger) { request, _ in
