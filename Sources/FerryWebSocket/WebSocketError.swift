@@ -8,7 +8,7 @@ public enum WebSocketError: Error, Sendable, Equatable, CustomStringConvertible 
     /// A text message or close reason was not valid UTF-8 (close code 1007).
     case invalidUTF8
     /// A permessage-deflate message did not inflate: invalid or truncated DEFLATE data
-    /// (close code 1007, as Autobahn|Testsuite and most peers expect).
+    /// (close code 1007, invalid payload data; RFC 7692 only says to fail the connection).
     case invalidCompressedData(String)
     /// A frame or message exceeded the configured limit (close code 1009); for compressed
     /// messages the limit applies to the inflated size.
