@@ -33,7 +33,7 @@ let package = Package(
         .target(name: "FerryNet",
                 dependencies: ["CFerrySystem", "COpenSSL", .product(name: "Logging", package: "swift-log")]),
         .target(name: "FerryWebSocket",
-                dependencies: ["FerryNet", "CFerrySystem", "COpenSSL",
+                dependencies: ["FerryNet", "CFerrySystem", "COpenSSL", "CZlib",
                                .product(name: "Logging", package: "swift-log")]),
         .target(name: "FerryBLIP",
                 dependencies: ["FerryWebSocket", "FerryNet", "CFerrySystem", "CZlib",

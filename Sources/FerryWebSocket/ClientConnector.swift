@@ -88,7 +88,7 @@ final class ClientUpgrader: ConnectionHandler {
         self.configuration = configuration
         self.handler = handler
         self.completion = completion
-        handshake = ClientHandshake(subprotocols: configuration.subprotocols)
+        handshake = ClientHandshake(subprotocols: configuration.subprotocols, permessageDeflate: configuration.permessageDeflate)
         parser = HTTPHeadParser(maxSize: configuration.maxHeaderSize)
     }
 
@@ -114,9 +114,10 @@ final class ClientUpgrader: ConnectionHandler {
             guard let (head, rest) = try parser.feed(UnsafeRawBufferPointer(bytes)) else { return }
             let response = try HTTPHeadParser.parseResponse(head)
             let subprotocol = try handshake.validate(response)
+            let deflate = try handshake.negotiatedDeflate(response)
             if let t = timer { tcp.loop.cancel(t); timer = nil }
             let ws = WebSocketConnection(tcp: tcp, role: .client, configuration: configuration,
-                                         subprotocol: subprotocol, request: nil, handler: handler)
+                                         subprotocol: subprotocol, request: nil, deflate: deflate, handler: handler)
             let c = completion
             completion = nil
             ws.start(leftover: [])

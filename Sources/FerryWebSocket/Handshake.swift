@@ -108,10 +108,13 @@ public struct ClientHandshake: Sendable {
     public let key: String
     /// The subprotocols offered, in preference order.
     public let subprotocols: [String]
+    /// permessage-deflate as offered; nil offers no extension.
+    public let permessageDeflate: PerMessageDeflateOptions?
 
     /// Creates a handshake with a fresh random key (or a fixed one, for golden vectors).
-    public init(subprotocols: [String] = [], key: String = Handshake.randomKey()) {
-        self.key = key; self.subprotocols = subprotocols
+    public init(subprotocols: [String] = [], permessageDeflate: PerMessageDeflateOptions? = nil,
+                key: String = Handshake.randomKey()) {
+        self.key = key; self.subprotocols = subprotocols; self.permessageDeflate = permessageDeflate
     }
 
     /// The request bytes. `hostHeader` is `host[:port]`.
@@ -119,6 +122,7 @@ public struct ClientHandshake: Sendable {
         var s = "GET \(target) HTTP/1.1\r\nHost: \(hostHeader)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         s += "Sec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
         if !subprotocols.isEmpty { s += "Sec-WebSocket-Protocol: \(subprotocols.joined(separator: ","))\r\n" }
+        if let d = permessageDeflate { s += "Sec-WebSocket-Extensions: \(PerMessageDeflateNegotiation.clientOffer(d))\r\n" }
         for h in headers { s += "\(h.name): \(h.value)\r\n" }
         s += "\r\n"
         return Array(s.utf8)
@@ -138,14 +142,25 @@ public struct ClientHandshake: Sendable {
         guard response.headers["Sec-WebSocket-Accept"] == Handshake.acceptValue(forKey: key) else {
             throw .invalidUpgradeResponse("wrong Sec-WebSocket-Accept")
         }
-        if !response.headers.values("Sec-WebSocket-Extensions").isEmpty {
-            throw .invalidUpgradeResponse("server chose an extension that was not offered")
-        }
+        _ = try negotiatedDeflate(response)
         let chosen = response.headers.values("Sec-WebSocket-Protocol")
         if chosen.isEmpty { return nil }
         guard chosen.count == 1, subprotocols.contains(chosen[0]) else {
             throw .invalidUpgradeResponse("server chose subprotocol \(chosen.joined(separator: ",")) that was not offered")
         }
         return chosen[0]
+    }
+
+    /// The permessage-deflate agreement in the server's answer: nil when none was offered or
+    /// the server declined; throws `.invalidUpgradeResponse` for an extension response the
+    /// client must fail the connection on (not offered, malformed, bad or duplicate parameters).
+    public func negotiatedDeflate(_ response: HTTPResponseHead) throws(WebSocketError) -> PerMessageDeflateAgreement? {
+        let fields = response.headers.values("Sec-WebSocket-Extensions")
+        if fields.isEmpty { return nil }
+        do {
+            return try PerMessageDeflateNegotiation.clientAccept(response: fields, offered: permessageDeflate)
+        } catch {
+            throw .invalidUpgradeResponse("\(error)")
+        }
     }
 }

@@ -77,9 +77,14 @@ final class ServerUpgrader: ConnectionHandler {
             if let t = timer { tcp.loop.cancel(t); timer = nil }
             var all = configuration.extraHeaders
             for h in headers { all.add(name: h.name, value: h.value) }
-            tcp.write(ServerHandshake.acceptResponse(acceptValue: offer.acceptValue, subprotocol: subprotocol, headers: all))
+            let deflate = configuration.permessageDeflate.flatMap {
+                PerMessageDeflateNegotiation.serverAccept(offers: offer.extensions, options: $0)
+            }
+            tcp.write(ServerHandshake.acceptResponse(acceptValue: offer.acceptValue, subprotocol: subprotocol,
+                                                     extensions: deflate?.header, headers: all))
             let ws = WebSocketConnection(tcp: tcp, role: .server, configuration: configuration,
-                                         subprotocol: subprotocol, request: request, handler: handler)
+                                         subprotocol: subprotocol, request: request, deflate: deflate?.agreement,
+                                         handler: handler)
             ws.onFinish = onFinish
             ws.start(leftover: rest)
         }

@@ -12,6 +12,8 @@ public final class WebSocket: Sendable {
     public let request: HTTPRequestHead?
     /// The peer's TLS certificate (see `WebSocketConnection.peerCertificate`).
     public let peerCertificate: TLSCertificate?
+    /// permessage-deflate as negotiated in the handshake; nil when not in use.
+    public let permessageDeflate: PerMessageDeflateAgreement?
     /// The peer's address.
     public var remoteAddress: SocketAddress? { connection.tcp.remoteAddress }
 
@@ -21,6 +23,7 @@ public final class WebSocket: Sendable {
         subprotocol = connection.subprotocol
         request = connection.request
         peerCertificate = connection.peerCertificate
+        permessageDeflate = connection.permessageDeflate
         bridge.connectionForOtherThreads = connection
     }
 

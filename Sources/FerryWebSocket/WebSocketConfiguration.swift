@@ -27,6 +27,11 @@ public struct WebSocketConfiguration: Sendable {
     /// Inbound messages buffered for an async reader before reading from the socket pauses.
     public var inboundBufferLimit = 64
 
+    /// permessage-deflate (RFC 7692): nil (the default) neither offers nor accepts it — BLIP
+    /// compresses inside its own frames and Couchbase peers refuse the extension. Set, a client
+    /// offers it and a server accepts a client's offer, with these preferences.
+    public var permessageDeflate: PerMessageDeflateOptions? = nil
+
     /// The defaults.
     public init() {}
 }

@@ -21,6 +21,8 @@ public final class WebSocketConnection: ConnectionHandler, @unchecked Sendable {
     /// The peer's TLS certificate: the server's (client side), or the client's when it
     /// presented one for mutual TLS (server side). Nil without TLS.
     public let peerCertificate: TLSCertificate?
+    /// permessage-deflate as negotiated in the handshake; nil when not in use.
+    public var permessageDeflate: PerMessageDeflateAgreement? { machine.deflate }
     /// The receiver of events.
     public var handler: WebSocketHandler?
     private let machine: WebSocketStateMachine
@@ -37,14 +39,15 @@ public final class WebSocketConnection: ConnectionHandler, @unchecked Sendable {
     var onFinish: (() -> Void)?
 
     init(tcp: TCPConnection, role: WebSocketRole, configuration: WebSocketConfiguration,
-         subprotocol: String?, request: HTTPRequestHead?, handler: WebSocketHandler?) {
+         subprotocol: String?, request: HTTPRequestHead?, deflate: PerMessageDeflateAgreement? = nil,
+         handler: WebSocketHandler?) {
         self.tcp = tcp
         self.configuration = configuration
         self.subprotocol = subprotocol
         self.request = request
         peerCertificate = tcp.tlsSession?.peerCertificate
         self.handler = handler
-        machine = WebSocketStateMachine(role: role, configuration: configuration) { _ in }
+        machine = WebSocketStateMachine(role: role, configuration: configuration, deflate: deflate) { _ in }
         // unowned(unsafe): the machine is this connection's and this connection holds `tcp`
         // strongly for its whole life, so `tcp` outlives every call; plain `unowned` would pay
         // an unowned-retain per frame.

@@ -7,7 +7,11 @@ public enum WebSocketError: Error, Sendable, Equatable, CustomStringConvertible 
     case protocolError(String)
     /// A text message or close reason was not valid UTF-8 (close code 1007).
     case invalidUTF8
-    /// A frame or message exceeded the configured limit (close code 1009).
+    /// A permessage-deflate message did not inflate: invalid or truncated DEFLATE data
+    /// (close code 1007, invalid payload data; RFC 7692 only says to fail the connection).
+    case invalidCompressedData(String)
+    /// A frame or message exceeded the configured limit (close code 1009); for compressed
+    /// messages the limit applies to the inflated size.
     case messageTooBig(limit: Int)
     /// The HTTP upgrade request was refused or malformed; `status` is the HTTP status sent.
     case badHandshake(status: Int, reason: String)
@@ -30,7 +34,7 @@ public enum WebSocketError: Error, Sendable, Equatable, CustomStringConvertible 
     public var closeCode: CloseCode {
         switch self {
         case .protocolError: return .protocolError
-        case .invalidUTF8: return .invalidFramePayloadData
+        case .invalidUTF8, .invalidCompressedData: return .invalidFramePayloadData
         case .messageTooBig: return .messageTooBig
         case .closed(let code, _): return code
         case .timedOut: return .policyViolation
@@ -42,6 +46,7 @@ public enum WebSocketError: Error, Sendable, Equatable, CustomStringConvertible 
         switch self {
         case .protocolError(let s): return "protocol error: \(s)"
         case .invalidUTF8: return "invalid UTF-8 in text payload"
+        case .invalidCompressedData(let s): return "invalid compressed data: \(s)"
         case .messageTooBig(let l): return "message exceeds the limit of \(l) bytes"
         case let .badHandshake(status, reason): return "bad handshake (HTTP \(status)): \(reason)"
         case let .upgradeRejected(status, reason, _): return "upgrade rejected: HTTP \(status) \(reason)"

@@ -27,8 +27,9 @@ public enum WebSocketEvent {
 
 /// The sans-I/O core of one WebSocket connection (RFC 6455 §5–7): fed received bytes, it
 /// reports events; asked to send, it writes frames to `output`. It owns framing,
-/// fragmentation, masking, UTF-8 validation, limits and the close handshake, and nothing
-/// about sockets, threads or clocks. Not thread-safe: one owner drives it.
+/// fragmentation, masking, UTF-8 validation, limits, permessage-deflate (when negotiated) and
+/// the close handshake, and nothing about sockets, threads or clocks. Not thread-safe: one
+/// owner drives it.
 public final class WebSocketStateMachine {
     /// Where the close handshake stands.
     public enum CloseState: Sendable, Equatable {
@@ -44,6 +45,8 @@ public final class WebSocketStateMachine {
     public let role: WebSocketRole
     /// Limits.
     public let configuration: WebSocketConfiguration
+    /// permessage-deflate as negotiated in the handshake; nil when not in use.
+    public let deflate: PerMessageDeflateAgreement?
     /// Receives every byte to send, in order.
     public var output: (UnsafeRawBufferPointer) -> Void
     /// Where the close handshake stands.
@@ -68,13 +71,38 @@ public final class WebSocketStateMachine {
     private var maskPool: [UInt8] = []
     private var maskPoolIndex = 0
     private var sendingFragmented = false
+    /// RSV1 (4) when permessage-deflate is negotiated, else 0.
+    private let allowedRSV: UInt8
+    /// The message being received is compressed (its first frame had RSV1).
+    private var messageCompressed = false
+    /// The fragmented message being sent is compressed.
+    private var sendingCompressed = false
+    private let deflater: MessageDeflater?
+    /// Internal for the decompression-bomb test.
+    let inflater: MessageInflater?
 
-    /// Creates a state machine. `output` receives the bytes to send.
+    /// Creates a state machine. `output` receives the bytes to send. With `deflate` (the
+    /// outcome of the handshake), messages are compressed and RSV1 frames are inflated.
     public init(role: WebSocketRole, configuration: WebSocketConfiguration = WebSocketConfiguration(),
+                deflate: PerMessageDeflateAgreement? = nil,
                 output: @escaping (UnsafeRawBufferPointer) -> Void) {
         self.role = role
         self.configuration = configuration
         self.output = output
+        self.deflate = deflate
+        if let d = deflate {
+            allowedRSV = 4
+            // If zlib cannot allocate, we send uncompressed (allowed per message) and fail
+            // compressed input with 1007.
+            deflater = MessageDeflater(level: d.compressionLevel, windowBits: d.sendMaxWindowBits,
+                                       memoryLevel: d.memoryLevel, noContextTakeover: d.sendNoContextTakeover)
+            inflater = MessageInflater(windowBits: d.receiveMaxWindowBits, noContextTakeover: d.receiveNoContextTakeover,
+                                       maxMessageSize: configuration.maxMessageSize)
+        } else {
+            allowedRSV = 0
+            deflater = nil
+            inflater = nil
+        }
     }
 
     // MARK: Receiving
@@ -93,15 +121,18 @@ public final class WebSocketStateMachine {
                 do throws(WebSocketError) {
                     if headerBuffer.isEmpty {
                         parsed = try FrameHeaderParser.parse(UnsafeRawBufferPointer(start: base + p, count: n - p),
-                                                             role: role, maxFrameSize: configuration.maxFrameSize)
+                                                             role: role, allowedRSV: allowedRSV,
+                                                             maxFrameSize: configuration.maxFrameSize)
                         consumed = parsed?.1 ?? 0
                     } else {
                         let old = headerBuffer.count
                         let take = min(FrameEncoder.maxHeaderLength - old, n - p)
                         headerBuffer.append(contentsOf: UnsafeRawBufferPointer(start: base + p, count: take))
-                        let role = role, maxFrame = configuration.maxFrameSize
+                        let role = role, maxFrame = configuration.maxFrameSize, rsv = allowedRSV
                         parsed = try headerBuffer.withUnsafeBytes { raw in
-                            Result { () throws(WebSocketError) in try FrameHeaderParser.parse(raw, role: role, maxFrameSize: maxFrame) }
+                            Result { () throws(WebSocketError) in
+                                try FrameHeaderParser.parse(raw, role: role, allowedRSV: rsv, maxFrameSize: maxFrame)
+                            }
                         }.get()
                         consumed = parsed.map { $0.1 - old } ?? take
                     }
@@ -127,7 +158,7 @@ public final class WebSocketStateMachine {
                     completeFrame(header, UnsafeRawBufferPointer(payload), handle)
                 } else {
                     // One allocation for the whole payload instead of doubling as reads arrive.
-                    if !header.opcode.isControl { messageBuffer.reserveCapacity(messageBuffer.count + len) }
+                    if !header.opcode.isControl && !messageCompressed { messageBuffer.reserveCapacity(messageBuffer.count + len) }
                     readState = .payload(header, remaining: len, phase: 0)
                 }
             case .payload(let header, let remaining, let phase):
@@ -152,10 +183,13 @@ public final class WebSocketStateMachine {
         switch h.opcode {
         case .continuation:
             guard messageKind != nil else { return .protocolError("continuation frame without a message to continue") }
+            // RFC 7692 §6.1: RSV1 marks the first frame of a compressed message only.
+            if h.rsv != 0 { return .protocolError("RSV1 on a continuation frame") }
         case .text, .binary:
             if messageKind != nil { return .protocolError("new message before the fragmented one ended") }
             messageKind = h.opcode == .text ? .text : .binary
             messageFragmented = !h.fin
+            messageCompressed = h.rsv != 0
             messageSize = 0
             utf8 = UTF8Validator()
         default:
@@ -172,6 +206,7 @@ public final class WebSocketStateMachine {
             controlBuffer.append(contentsOf: chunk)
             return nil
         }
+        if messageCompressed { return inflate(chunk) }
         if messageKind == .text && !utf8.validate(chunk) { return .invalidUTF8 }
         messageBuffer.append(contentsOf: chunk)
         return nil
@@ -194,6 +229,11 @@ public final class WebSocketStateMachine {
             return
         }
         guard let kind = messageKind else { return }
+        if messageCompressed {
+            if let error = inflate(payload) { fail(error, handle); return }
+            if h.fin { finishMessage(handle) }
+            return
+        }
         if kind == .text && !utf8.validate(payload) { fail(.invalidUTF8, handle); return }
         if h.fin && messageBuffer.isEmpty {
             if kind == .text && !utf8.isComplete { fail(.invalidUTF8, handle); return }
@@ -205,8 +245,37 @@ public final class WebSocketStateMachine {
         if h.fin { finishMessage(handle) }
     }
 
+    /// Inflates compressed payload bytes into the inflater's message buffer, validating the
+    /// UTF-8 of text as it comes out.
+    private func inflate(_ chunk: UnsafeRawBufferPointer) -> WebSocketError? {
+        guard let inflater else { return .invalidCompressedData("inflate unavailable") }
+        do {
+            let fresh = try inflater.inflate(chunk)
+            if messageKind == .text && !utf8.validate(fresh) { return .invalidUTF8 }
+        } catch {
+            return error
+        }
+        return nil
+    }
+
+    private func finishCompressedMessage(_ kind: MessageKind, _ handle: (WebSocketEvent) -> Void) {
+        guard let inflater else { fail(.invalidCompressedData("inflate unavailable"), handle); return }
+        do {
+            let fresh = try inflater.finish()
+            if kind == .text && !(utf8.validate(fresh) && utf8.isComplete) { fail(.invalidUTF8, handle); return }
+        } catch {
+            fail(error, handle)
+            return
+        }
+        messageKind = nil
+        messageCompressed = false
+        handle(.message(kind, inflater.message))
+        inflater.endMessage()
+    }
+
     private func finishMessage(_ handle: (WebSocketEvent) -> Void) {
         guard let kind = messageKind else { return }
+        if messageCompressed { finishCompressedMessage(kind, handle); return }
         if kind == .text && !utf8.isComplete { fail(.invalidUTF8, handle); return }
         messageKind = nil
         messageBuffer.withUnsafeBytes { handle(.message(kind, $0)) }
@@ -251,6 +320,7 @@ public final class WebSocketStateMachine {
             switch error {
             case .invalidUTF8: reason = "invalid UTF-8"
             case .messageTooBig: reason = "message too big"
+            case .invalidCompressedData: reason = "invalid compressed data"
             default: reason = "protocol error"
             }
             sendClose(code: error.closeCode, reason: reason)
@@ -263,17 +333,33 @@ public final class WebSocketStateMachine {
 
     // MARK: Sending
 
-    /// Sends a whole message as one frame.
+    /// Sends a whole message as one frame; compressed (RSV1) when permessage-deflate is on and
+    /// the message is at least `minimumSize` bytes.
     public func send(_ kind: MessageKind, _ payload: UnsafeRawBufferPointer) {
-        writeFrame(kind == .text ? .text : .binary, payload, fin: true)
+        let op: Opcode = kind == .text ? .text : .binary
+        if let deflater, let d = deflate, payload.count >= d.minimumSize, closeState == .open {
+            writeFrame(op, deflater.compress(payload, final: true), fin: true, rsv: 4)
+            if payload.count > 64 * 1024 { deflater.trim() }
+        } else {
+            writeFrame(op, payload, fin: true)
+        }
     }
 
     /// Sends one fragment of a message: the first fragment carries `kind`, later ones are
     /// continuations; `fin` ends the message. Control frames may be sent between fragments.
+    /// With permessage-deflate each fragment is compressed with a sync flush (the message's
+    /// first frame carries RSV1; only the last fragment loses the `00 00 FF FF` trailer).
     public func sendFragment(_ kind: MessageKind, _ payload: UnsafeRawBufferPointer, fin: Bool) {
-        let op: Opcode = sendingFragmented ? .continuation : (kind == .text ? .text : .binary)
+        let first = !sendingFragmented
+        let op: Opcode = first ? (kind == .text ? .text : .binary) : .continuation
         sendingFragmented = !fin
-        writeFrame(op, payload, fin: fin)
+        if first { sendingCompressed = deflater != nil }
+        if sendingCompressed, let deflater, closeState == .open {
+            writeFrame(op, deflater.compress(payload, final: fin), fin: fin, rsv: first ? 4 : 0)
+            if fin && payload.count > 64 * 1024 { deflater.trim() }
+        } else {
+            writeFrame(op, payload, fin: fin)
+        }
     }
 
     /// Sends a ping (payload ≤ 125 bytes; longer payloads are truncated).
@@ -297,11 +383,12 @@ public final class WebSocketStateMachine {
     }
 
     /// Writes one frame; masks (clients) into a scratch buffer so the caller's bytes stay intact.
-    public func writeFrame(_ op: Opcode, _ payload: UnsafeRawBufferPointer, fin: Bool) {
+    /// `rsv` sets reserved bits (RSV1 = 4 marks a compressed message's first frame).
+    public func writeFrame(_ op: Opcode, _ payload: UnsafeRawBufferPointer, fin: Bool, rsv: UInt8 = 0) {
         // Once a close frame is sent (ours or the echo, both written while still open) nothing follows it.
         guard closeState == .open else { return }
         let key = role == .client ? nextMaskKey() : nil
-        let header = FrameHeader(fin: fin, opcode: op, maskKey: key, payloadLength: payload.count)
+        let header = FrameHeader(fin: fin, rsv: rsv, opcode: op, maskKey: key, payloadLength: payload.count)
         withUnsafeTemporaryAllocation(byteCount: FrameEncoder.maxHeaderLength, alignment: 8) { h in
             let hn = FrameEncoder.writeHeader(header, into: h)
             if let key {

@@ -15,6 +15,9 @@ struct AutobahnClient: AsyncParsableCommand {
     @Option(help: "Agent name in the reports (default: $AUTOBAHN_AGENT or ferry).")
     var agent: String?
 
+    @Flag(help: "Offer permessage-deflate (RFC 7692) in every case's handshake (12.*, 13.* need it).")
+    var deflate = false
+
     func run() async throws {
         signal(SIGPIPE, SIG_IGN)
         let env = ProcessInfo.processInfo.environment
@@ -23,8 +26,10 @@ struct AutobahnClient: AsyncParsableCommand {
         let group = try EventLoopGroup(loopCount: 1, name: "autobahn")
         let count = try await caseCount(base, group)
         print("autobahn: \(count) cases")
+        var config = WebSocketConfiguration()
+        if deflate { config.permessageDeflate = PerMessageDeflateOptions() }
         for i in 1...max(count, 1) where count > 0 {
-            await runCase(url: "\(base)/runCase?case=\(i)&agent=\(agentName)", group: group)
+            await runCase(url: "\(base)/runCase?case=\(i)&agent=\(agentName)", configuration: config, group: group)
         }
         let ws = try await WebSocket.connect(to: "\(base)/updateReports?agent=\(agentName)", group: group)
         for try await _ in ws.messages {}
@@ -42,12 +47,12 @@ struct AutobahnClient: AsyncParsableCommand {
     }
 
     /// One case: echo on the loop thread until the server closes. Errors end the case only.
-    private func runCase(url: String, group: EventLoopGroup) async {
+    private func runCase(url: String, configuration: WebSocketConfiguration, group: EventLoopGroup) async {
         guard let parsed = try? WebSocketURL(url) else { return }
         let done = AsyncStream<Void>.makeStream()
         let handler = CaseEcho { done.continuation.finish() }
         let connected: Bool = await withCheckedContinuation { c in
-            ClientConnector.connect(to: parsed, on: group.next(), handler: handler) { r in
+            ClientConnector.connect(to: parsed, on: group.next(), configuration: configuration, handler: handler) { r in
                 if case .failure = r { c.resume(returning: false) } else { c.resume(returning: true) }
             }
         }

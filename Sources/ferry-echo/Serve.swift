@@ -33,6 +33,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Log level (trace, debug, info, warning, error).")
     var logLevel = "info"
 
+    @Flag(help: "Accept permessage-deflate (RFC 7692) offers (default: decline them).")
+    var deflate = false
+
     @Option(help: "Serve wss://: the certificate chain (PEM, leaf first). Needs --tls-key.")
     var tlsCert: String?
 
@@ -68,6 +71,7 @@ struct Serve: AsyncParsableCommand {
         config.maxMessageSize = maxMessageSize
         config.maxFrameSize = maxMessageSize
         config.subprotocols = subprotocols.split(separator: ",").map(String.init)
+        if deflate { config.permessageDeflate = PerMessageDeflateOptions() }
         let supported = config.subprotocols
         let tls = try tlsContext()
         let listener = try await WebSocketListener.bind(host: host, port: port, group: group,

@@ -21,6 +21,12 @@ import Testing
         return (p, port)
     }
 
+    /// `client` on a thread of its own: the child runs for seconds, and blocking the test
+    /// pool that long starves the other suites running beside this one.
+    static func clientOffPool(_ args: [String]) async throws -> (Int32, String) {
+        try await offPool { Result { try client(args) } }.get()
+    }
+
     static func client(_ args: [String]) throws -> (Int32, String) {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: echo)
@@ -35,15 +41,15 @@ import Testing
 
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: echo), "needs .build/debug/ferry-echo (swift build)"),
           .timeLimit(.minutes(5)))
-    func thousandsOfMixedRequestsBetweenTwoProcesses() throws {
+    func thousandsOfMixedRequestsBetweenTwoProcesses() async throws {
         let (server, port) = try Self.serve()
         defer { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }
         #expect(port > 0)
         let url = "ws://127.0.0.1:\(port)/blip"
-        let (status, output) = try Self.client(["--url", url, "--count", "3000", "--sizes", "0,1,100,4000,16384,65536,300000"])
+        let (status, output) = try await Self.clientOffPool(["--url", url, "--count", "3000", "--sizes", "0,1,100,4000,16384,65536,300000"])
         #expect(status == 0, "\(output)")
         #expect(output.contains("3000 passed, 0 failed"), "\(output)")
-        let (bigStatus, bigOutput) = try Self.client(["--url", url, "--count", "4", "--sizes", "16777216", "--parallel", "4"])
+        let (bigStatus, bigOutput) = try await Self.clientOffPool(["--url", url, "--count", "4", "--sizes", "16777216", "--parallel", "4"])
         #expect(bigStatus == 0 && bigOutput.contains("4 passed, 0 failed"), "\(bigOutput)")
     }
 
@@ -62,13 +68,13 @@ import Testing
     /// sender that buffered its frames would exceed it.
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: echo), "needs .build/debug/ferry-echo (swift build)"),
           .timeLimit(.minutes(5)))
-    func hundredMiBEchoStaysNearOneBodyPerProcess() throws {
+    func hundredMiBEchoStaysNearOneBodyPerProcess() async throws {
         let body = 100 << 20
         let slack = 24 << 20
         let (server, port) = try Self.serve(["--max-message-mib", "128"])
         defer { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }
         let serverBase = try #require(Self.peakResidentKiB(pid: server.processIdentifier))
-        let (status, output) = try Self.client(["--url", "ws://127.0.0.1:\(port)/blip", "--count", "1", "--sizes", String(body),
+        let (status, output) = try await Self.clientOffPool(["--url", "ws://127.0.0.1:\(port)/blip", "--count", "1", "--sizes", String(body),
                                                 "--parallel", "1", "--max-message-mib", "128", "--report-memory"])
         #expect(status == 0 && output.contains("1 passed, 0 failed"), "\(output)")
         let serverPeak = try #require(Self.peakResidentKiB(pid: server.processIdentifier))

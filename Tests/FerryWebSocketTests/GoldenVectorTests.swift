@@ -73,6 +73,103 @@ import Testing
         #expect(try hs.validate(HTTPHeadParser.parseResponse(expected)) == "chat")
     }
 
+    // MARK: permessage-deflate (RFC 7692 §7.2.3)
+
+    /// The agreement both sides reach for the default offer, optionally with the server resetting.
+    static func deflateAgreement(_ role: WebSocketRole, serverNoContextTakeover: Bool = false) -> PerMessageDeflateAgreement {
+        var response = PerMessageDeflateParameters()
+        response.serverNoContextTakeover = serverNoContextTakeover
+        return PerMessageDeflateAgreement(role: role, response: response, options: PerMessageDeflateOptions())
+    }
+
+    @Test func deflateEncodesLikeTheRFC() {
+        var out: [UInt8] = []
+        let m = WebSocketStateMachine(role: .server, deflate: Self.deflateAgreement(.server)) { out.append(contentsOf: $0) }
+        Array("Hello".utf8).withUnsafeBytes { m.send(.text, $0) }
+        #expect(out == goldenVectors["deflate-hello-unmasked"])
+        // Context takeover: the second "Hello" is a back-reference into the first.
+        out = []
+        Array("Hello".utf8).withUnsafeBytes { m.send(.text, $0) }
+        #expect(out == goldenVectors["deflate-hello-again-unmasked"])
+        out = []
+        m.send(.binary, UnsafeRawBufferPointer(start: nil, count: 0))
+        #expect(out == goldenVectors["deflate-empty-unmasked"])
+    }
+
+    @Test func deflateNoContextTakeoverStartsEveryMessageAfresh() {
+        var out: [UInt8] = []
+        let m = WebSocketStateMachine(role: .server, deflate: Self.deflateAgreement(.server, serverNoContextTakeover: true)) {
+            out.append(contentsOf: $0)
+        }
+        for _ in 0..<3 {
+            out = []
+            Array("Hello".utf8).withUnsafeBytes { m.send(.text, $0) }
+            #expect(out == goldenVectors["deflate-hello-unmasked"])
+        }
+    }
+
+    struct DeflateCase: Sendable, CustomStringConvertible {
+        let vectors: [String], role: WebSocketRole, messages: [WebSocketMessage]
+        var description: String { vectors.joined(separator: "+") }
+    }
+
+    static let deflateCases: [DeflateCase] = [
+        DeflateCase(vectors: ["deflate-hello-unmasked", "deflate-hello-again-unmasked"], role: .client, messages: [.text("Hello"), .text("Hello")]),
+        DeflateCase(vectors: ["deflate-hello-masked"], role: .server, messages: [.text("Hello")]),
+        DeflateCase(vectors: ["deflate-hello-fragment-1-unmasked", "deflate-hello-fragment-2-unmasked"], role: .client, messages: [.text("Hello")]),
+        DeflateCase(vectors: ["deflate-hello-stored-unmasked"], role: .client, messages: [.text("Hello")]),
+        // After a final block the context starts afresh; the next message still inflates.
+        DeflateCase(vectors: ["deflate-hello-bfinal-unmasked", "deflate-hello-unmasked"], role: .client, messages: [.text("Hello"), .text("Hello")]),
+        DeflateCase(vectors: ["deflate-hello-two-blocks-unmasked"], role: .client, messages: [.text("Hello")]),
+        DeflateCase(vectors: ["deflate-empty-unmasked", "deflate-hello-unmasked"], role: .client, messages: [.binary([]), .text("Hello")]),
+    ]
+
+    @Test(arguments: deflateCases)
+    func deflateDecodes(_ c: DeflateCase) throws {
+        var bytes: [UInt8] = []
+        for name in c.vectors { bytes += try #require(goldenVectors[name], "vector \(name) missing") }
+        // Whole, then byte by byte: the inflater must not care how the stream is cut.
+        for step in [bytes.count, 1] {
+            let m = WebSocketStateMachine(role: c.role, deflate: Self.deflateAgreement(c.role)) { _ in }
+            var got: [WebSocketMessage] = []
+            var failure: WebSocketError?
+            var offset = 0
+            while offset < bytes.count {
+                var piece = Array(bytes[offset..<min(offset + step, bytes.count)])
+                offset += step
+                piece.withUnsafeMutableBytes { raw in
+                    m.receive(raw) { event in
+                        switch event {
+                        case let .message(kind, payload):
+                            got.append(kind == .text ? .text(String(decoding: payload, as: UTF8.self)) : .binary(Array(payload)))
+                        case .failed(let e): failure = e
+                        default: break
+                        }
+                    }
+                }
+            }
+            #expect(failure == nil, "step \(step)")
+            #expect(got == c.messages, "step \(step)")
+        }
+    }
+
+    @Test func deflateHandshakeBytes() throws {
+        let hs = ClientHandshake(permessageDeflate: PerMessageDeflateOptions(), key: "dGhlIHNhbXBsZSBub25jZQ==")
+        let request = try #require(goldenVectors["handshake-request-deflate"])
+        #expect(hs.request(hostHeader: "server.example.com", target: "/chat") == request)
+        let offer = try ServerHandshake.validate(HTTPHeadParser.parseRequest(request))
+        var serverOptions = PerMessageDeflateOptions(serverNoContextTakeover: true)
+        serverOptions.clientMaxWindowBits = 10
+        let accepted = try #require(PerMessageDeflateNegotiation.serverAccept(offers: offer.extensions, options: serverOptions))
+        let response = try #require(goldenVectors["handshake-response-deflate"])
+        #expect(ServerHandshake.acceptResponse(acceptValue: offer.acceptValue, subprotocol: nil, extensions: accepted.header) == response)
+        #expect(accepted.agreement.sendNoContextTakeover && accepted.agreement.receiveMaxWindowBits == 10)
+        let client = try #require(try hs.negotiatedDeflate(HTTPHeadParser.parseResponse(response)))
+        #expect(client.receiveNoContextTakeover && !client.sendNoContextTakeover)
+        #expect(client.sendMaxWindowBits == 10 && client.receiveMaxWindowBits == 15)
+        #expect(try hs.validate(HTTPHeadParser.parseResponse(response)) == nil)
+    }
+
     @Test func stateMachineWritesServerFramesLikeTheVectors() throws {
         var out: [UInt8] = []
         let m = WebSocketStateMachine(role: .server) { out.append(contentsOf: $0) }

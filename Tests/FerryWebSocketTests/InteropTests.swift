@@ -1,5 +1,6 @@
 import FerryNet
 @testable import FerryWebSocket
+import FerryTestSupport
 import Foundation
 import Testing
 
@@ -10,7 +11,7 @@ struct InteropTests {
     @Test func ferryClientAgainstPythonServer() async throws {
         let peer = try PythonPeer(script: "ws_echo_server.py")
         defer { peer.terminate() }
-        let line = try #require(peer.readLine())
+        let line = try #require(await offPool { peer.readLine() })
         let port = try #require(Int(line.replacingOccurrences(of: "PORT ", with: "")))
         var config = WebSocketConfiguration()
         config.maxMessageSize = 32 << 20
@@ -81,7 +82,7 @@ struct InteropTests {
             return closes
         }
         let peer = try PythonPeer(script: "ws_client.py", arguments: ["ws://127.0.0.1:\(server.port)/"])
-        let (status, output) = peer.finish()
+        let (status, output) = await offPool { peer.finish() }
         #expect(status == 0, "\(output)")
         #expect(output.contains(" passed, 0 failed"), "\(output)")
         await server.close()
@@ -90,6 +91,113 @@ struct InteropTests {
         #expect(closes.count >= 5)
         #expect(closes.contains { $0.code == CloseCode(4001) })
         #expect(closes.allSatisfy { $0.error == nil }, "\(closes)")
+    }
+
+    // MARK: permessage-deflate (RFC 7692)
+
+    /// Ferry's offer against the Python server's settings: `takeover` (websockets' defaults) or
+    /// `no-takeover` (server and client no_context_takeover, windows 10/11, imposed by the
+    /// server); and Ferry asking for no context takeover and small windows itself.
+    @Test(arguments: [("takeover", PerMessageDeflateOptions()),
+                      ("no-takeover", PerMessageDeflateOptions()),
+                      ("takeover", PerMessageDeflateOptions(serverNoContextTakeover: true, clientNoContextTakeover: true,
+                                                            serverMaxWindowBits: 9, clientMaxWindowBits: 12))])
+    func ferryClientAgainstPythonServerWithDeflate(_ mode: String, _ options: PerMessageDeflateOptions) async throws {
+        let peer = try PythonPeer(script: "ws_echo_server.py", arguments: ["--deflate", mode])
+        defer { peer.terminate() }
+        let line = try #require(await offPool { peer.readLine() })
+        let port = try #require(Int(line.replacingOccurrences(of: "PORT ", with: "")))
+        var config = WebSocketConfiguration()
+        config.permessageDeflate = options
+        let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(port)/", configuration: config)
+        let agreement = try #require(ws.permessageDeflate)
+        let asked = options.serverNoContextTakeover
+        #expect(agreement.receiveNoContextTakeover == (mode == "no-takeover" || asked))
+        #expect(agreement.sendNoContextTakeover == (mode == "no-takeover" || options.clientNoContextTakeover))
+        if mode == "no-takeover" { #expect(agreement.receiveMaxWindowBits == 10 && agreement.sendMaxWindowBits == 11) }
+        if asked { #expect(agreement.receiveMaxWindowBits == 9) }
+        // Python's view of the same agreement.
+        try await ws.send(text: "extensions")
+        guard case .text(let described) = try await ws.receive() else { Issue.record("no description"); return }
+        #expect(described.hasPrefix("permessage-deflate local_nct=\(agreement.receiveNoContextTakeover ? "True" : "False") "
+                                    + "remote_nct=\(agreement.sendNoContextTakeover ? "True" : "False")"), "\(described)")
+
+        for size in [0, 1, 125, 126, 65536, 1 << 20] {
+            let data = fastPattern(size, seed: size)
+            try await ws.send(binary: data)
+            #expect(sameBytes(try await ws.receive(), .binary(data)), "binary \(size)")
+            let zeros = [UInt8](repeating: 0, count: size)
+            try await ws.send(binary: zeros)
+            #expect(sameBytes(try await ws.receive(), .binary(zeros)), "zeros \(size)")
+            let text = String(String(repeating: "aé€😀", count: size / 10 + 1).prefix(size / 4))
+            try await ws.send(text: text)
+            #expect(try await ws.receive() == .text(text), "text \(size / 4)")
+        }
+        // The same document again and again: with context takeover each refers to the last.
+        let doc = "{\"_id\":\"doc\",\"lines\":[" + String(repeating: "{\"sku\":\"A-1\",\"qty\":2},", count: 20) + "]}"
+        for i in 0..<30 {
+            try await ws.send(text: doc + "\(i)")
+            #expect(try await ws.receive() == .text(doc + "\(i)"))
+        }
+        // Fragmented both ways.
+        let big = pattern(100_000)
+        try await ws.send(.binary(big), fragmentSize: 7_000)
+        #expect(try await ws.receive() == .binary(big))
+        try await ws.send(.text("fragmented → ünïcode 😀 across frames"), fragmentSize: 5)
+        #expect(try await ws.receive() == .text("fragmented → ünïcode 😀 across frames"))
+        try await ws.send(text: "fragments 10 1000")
+        #expect(try await ws.receive() == .binary(pattern(10_000)))
+        let info = await ws.close(code: CloseCode(4002), reason: "bye")
+        #expect(info.code == CloseCode(4002) && info.error == nil)
+    }
+
+    /// Python's offer (`takeover`: websockets' default offer; `no-takeover`: asks for both
+    /// no_context_takeover and server_max_window_bits=9) against Ferry's server settings (its
+    /// defaults, or imposing no context takeover and windows 10/11).
+    @Test(arguments: [("takeover", PerMessageDeflateOptions()),
+                      ("no-takeover", PerMessageDeflateOptions()),
+                      ("takeover", PerMessageDeflateOptions(serverNoContextTakeover: true, clientNoContextTakeover: true,
+                                                            serverMaxWindowBits: 10, clientMaxWindowBits: 11))])
+    func pythonClientAgainstFerryServerWithDeflate(_ mode: String, _ options: PerMessageDeflateOptions) async throws {
+        var config = WebSocketConfiguration()
+        config.maxMessageSize = 32 << 20
+        config.maxFrameSize = 32 << 20
+        config.permessageDeflate = options
+        let server = try await WebSocketServer.bind(port: 0, configuration: config)
+        let serving = Task {
+            var agreements: [PerMessageDeflateAgreement?] = []
+            await withTaskGroup(of: (PerMessageDeflateAgreement?, WebSocket.CloseInfo).self) { tasks in
+                for await ws in server.connections {
+                    tasks.addTask {
+                        do {
+                            for try await m in ws.messages {
+                                if m == .text("close-me") { return (ws.permessageDeflate, await ws.close(code: CloseCode(4000), reason: "asked")) }
+                                try await ws.send(m)
+                            }
+                        } catch {}
+                        return (ws.permessageDeflate, await ws.closed())
+                    }
+                }
+                for await (a, c) in tasks {
+                    #expect(c.error == nil, "\(c)")
+                    agreements.append(a)
+                }
+            }
+            return agreements
+        }
+        let peer = try PythonPeer(script: "ws_client.py", arguments: ["ws://127.0.0.1:\(server.port)/", "--deflate", mode])
+        let (status, output) = await offPool { peer.finish() }
+        #expect(status == 0, "\(output)")
+        #expect(output.contains(" passed, 0 failed"), "\(output)")
+        await server.close()
+        let agreements = await serving.value
+        #expect(agreements.count >= 6)
+        for a in agreements {
+            let a = try #require(a, "every connection negotiated permessage-deflate")
+            #expect(a.sendNoContextTakeover == (mode == "no-takeover" || options.serverNoContextTakeover))
+            #expect(a.receiveNoContextTakeover == (mode == "no-takeover" || options.clientNoContextTakeover))
+            #expect(a.sendMaxWindowBits == (mode == "no-takeover" ? 9 : options.serverMaxWindowBits))
+        }
     }
 }
 

@@ -82,10 +82,11 @@ final class RawClient {
         return out
     }
 
-    /// Performs a valid client handshake; returns bytes that followed the 101 head.
+    /// Performs a valid client handshake (offering permessage-deflate with `deflate`); returns
+    /// bytes that followed the 101 head.
     @discardableResult
-    func upgrade(path: String = "/") throws -> [UInt8] {
-        let hs = ClientHandshake()
+    func upgrade(path: String = "/", deflate: PerMessageDeflateOptions? = nil) throws -> [UInt8] {
+        let hs = ClientHandshake(permessageDeflate: deflate)
         send(hs.request(hostHeader: "127.0.0.1", target: path))
         var parser = HTTPHeadParser()
         var buf = [UInt8](repeating: 0, count: 4096)
