@@ -392,25 +392,39 @@ public final class WebSocketStateMachine {
         withUnsafeTemporaryAllocation(byteCount: FrameEncoder.maxHeaderLength, alignment: 8) { h in
             let hn = FrameEncoder.writeHeader(header, into: h)
             if let key {
-                // One contiguous masked frame: header then masked payload.
-                let total = hn + payload.count
-                if scratch.count < total { scratch = [UInt8](repeating: 0, count: total) }
-                scratch.withUnsafeMutableBytes { s in
-                    s.baseAddress!.copyMemory(from: h.baseAddress!, byteCount: hn)
-                    if let src = payload.baseAddress, payload.count > 0 {
-                        var k = [key.0, key.1, key.2, key.3]
-                        _ = ferry_mask_copy(s.baseAddress!.advanced(by: hn).assumingMemoryBound(to: UInt8.self),
-                                            src.assumingMemoryBound(to: UInt8.self), payload.count, &k, 0)
+                // Masked into a scratch buffer (the caller's bytes stay intact): header and
+                // payload in one piece when small; a large payload in 64 KiB pieces through the
+                // same buffer, so no frame-sized allocation per message.
+                let want = min(hn + payload.count, hn + Self.maskPiece)
+                if scratch.count < want { scratch = [UInt8](repeating: 0, count: want) }
+                var k = key
+                withUnsafeBytes(of: &k) { kb in
+                    let kp = kb.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                    scratch.withUnsafeMutableBytes { s in
+                        let base = s.baseAddress!
+                        base.copyMemory(from: h.baseAddress!, byteCount: hn)
+                        var filled = hn, offset = 0, phase = 0
+                        repeat {
+                            let n = min(s.count - filled, payload.count - offset)
+                            if n > 0, let src = payload.baseAddress {
+                                phase = ferry_mask_copy((base + filled).assumingMemoryBound(to: UInt8.self),
+                                                        (src + offset).assumingMemoryBound(to: UInt8.self), n, kp, phase)
+                            }
+                            offset += n
+                            output(UnsafeRawBufferPointer(start: base, count: filled + n))
+                            filled = 0
+                        } while offset < payload.count
                     }
-                    output(UnsafeRawBufferPointer(start: s.baseAddress, count: total))
                 }
-                if scratch.count > 64 * 1024 { scratch = [] }
             } else {
                 output(UnsafeRawBufferPointer(start: h.baseAddress, count: hn))
                 if payload.count > 0 { output(payload) }
             }
         }
     }
+
+    /// The largest piece of a masked payload handed to `output` at once.
+    static let maskPiece = 64 * 1024
 
     /// Masking keys come from the kernel CSPRNG, fetched 4 KiB at a time.
     private func nextMaskKey() -> (UInt8, UInt8, UInt8, UInt8) {
