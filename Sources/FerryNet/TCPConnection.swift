@@ -135,8 +135,10 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         // A strong capture (see `handler`): closeNow removes the hook, ending the cycle.
         loop.onShutdown(self) { self.closeNow(error: .loopShutDown) }
         if tls != nil {
-            tlsHandshakeTimer = loop.schedule(after: tlsTimeout) { [weak self] in
-                guard let self, let tls = self.tls, !tls.handshakeComplete else { return }
+            // Strong capture (see `handler`): the timer is cancelled when the handshake
+            // completes or the connection closes, which releases it.
+            tlsHandshakeTimer = loop.schedule(after: tlsTimeout) { [self] in
+                guard let tls = self.tls, !tls.handshakeComplete else { return }
                 self.closeNow(error: .tls(.handshakeTimedOut))
             }
             // A client speaks first (ClientHello); a server's first step just waits.
@@ -201,8 +203,8 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         guard started else { return }
         if let tls, tls.hasBufferedInput {
             // Records already taken off the socket get no readiness event: decrypt them now.
-            _ = loop.execute { [weak self] in
-                guard let self, !self.readingPaused else { return }
+            _ = loop.execute { [self] in
+                guard !self.readingPaused, !self.isClosed else { return }
                 self.processTLSInput()
                 self.flushNow()
             }

@@ -81,6 +81,9 @@ public final class TLSSession {
     /// peer is left in the output.
     public func advanceHandshake() throws(TLSError) -> Bool {
         if handshakeComplete { return true }
+        // SSL_get_error reads this thread's error queue: start clean, since other connections
+        // of the loop share the thread.
+        ERR_clear_error()
         let rc = SSL_do_handshake(ssl)
         if rc != 1 {
             let e = SSL_get_error(ssl, rc)
