@@ -27,14 +27,7 @@ struct InteropTests {
             try await ws.send(text: text)
             #expect(try await ws.receive() == .text(text), "text \(size / 4)")
         }
-        // Fragmented sends both ways.
-        let big = pattern(100_000)
-        try await ws.send(.binary(big), fragmentSize: 7_000)
-        #expect(try await ws.receive() == .binary(big))
-        try await ws.send(.text("fragmented → ünïcode 😀 across frames"), fragmentSize: 5)
-        #expect(try await ws.receive() == .text("fragmented → ünïcode 😀 across frames"))
-        try await ws.send(text: "fragments 10 1000")
-        #expect(try await ws.receive() == .binary(pattern(10_000)))
+        try await exchangeFragments(ws)
         // Ping/pong both ways.
         try await ws.ping([1, 2, 3])
         try await ws.send(text: "ping")
@@ -139,14 +132,7 @@ struct InteropTests {
             try await ws.send(text: doc + "\(i)")
             #expect(try await ws.receive() == .text(doc + "\(i)"))
         }
-        // Fragmented both ways.
-        let big = pattern(100_000)
-        try await ws.send(.binary(big), fragmentSize: 7_000)
-        #expect(try await ws.receive() == .binary(big))
-        try await ws.send(.text("fragmented → ünïcode 😀 across frames"), fragmentSize: 5)
-        #expect(try await ws.receive() == .text("fragmented → ünïcode 😀 across frames"))
-        try await ws.send(text: "fragments 10 1000")
-        #expect(try await ws.receive() == .binary(pattern(10_000)))
+        try await exchangeFragments(ws)
         let info = await ws.close(code: CloseCode(4002), reason: "bye")
         #expect(info.code == CloseCode(4002) && info.error == nil)
     }
@@ -201,3 +187,14 @@ struct InteropTests {
     }
 }
 
+/// Fragmented messages both ways with the Python echo server: a binary message sent in 7,000-byte
+/// fragments, a text message split inside multi-byte characters, and 10 fragments from Python.
+func exchangeFragments(_ ws: WebSocket) async throws {
+    let big = pattern(100_000)
+    try await ws.send(.binary(big), fragmentSize: 7_000)
+    #expect(try await ws.receive() == .binary(big))
+    try await ws.send(.text("fragmented → ünïcode 😀 across frames"), fragmentSize: 5)
+    #expect(try await ws.receive() == .text("fragmented → ünïcode 😀 across frames"))
+    try await ws.send(text: "fragments 10 1000")
+    #expect(try await ws.receive() == .binary(pattern(10_000)))
+}
