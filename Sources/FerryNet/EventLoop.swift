@@ -285,6 +285,28 @@ public final class EventLoop: @unchecked Sendable {
             if p.tasks.isEmpty { return [] }
             let t = p.tasks; p.tasks = []; return t
         }
+        runningTasks = true
         for t in batch { t() }
+        runningTasks = false
+        flushDeferred()
+    }
+
+    /// True while a batch of tasks runs: connections written to then flush once at its end.
+    private(set) var runningTasks = false
+    /// Connections that queued bytes during the current batch of tasks.
+    private var deferredFlushes: [TCPConnection] = []
+
+    /// Has `connection` flushed when the current batch of tasks ends: replies handed to the
+    /// loop one task each (e.g. from a storage thread) then leave in one `writev`, not one
+    /// system call per reply. Loop thread only.
+    func deferFlush(_ connection: TCPConnection) {
+        deferredFlushes.append(connection)
+    }
+
+    private func flushDeferred() {
+        guard !deferredFlushes.isEmpty else { return }
+        let connections = deferredFlushes
+        deferredFlushes = []
+        for c in connections { c.flushDeferredWrites() }
     }
 }

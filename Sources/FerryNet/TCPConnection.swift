@@ -184,7 +184,21 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
             writableFlag = false
             handler?.connectionWritabilityChanged(self, writable: false)
         }
-        if !inRead && started { flushNow() }
+        guard !inRead && started else { return }
+        if loop.runningTasks {
+            if !flushDeferred { flushDeferred = true; loop.deferFlush(self) }
+        } else {
+            flushNow()
+        }
+    }
+
+    /// Whether the loop will flush this connection when its current batch of tasks ends.
+    private var flushDeferred = false
+
+    /// Called by the loop at the end of a batch of tasks in which this connection was written.
+    func flushDeferredWrites() {
+        flushDeferred = false
+        flushNow()
     }
 
     /// Stops reading from the socket (inbound backpressure) until `resumeReading()`.
