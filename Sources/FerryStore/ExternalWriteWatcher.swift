@@ -8,9 +8,21 @@ import Glibc
 /// file that `ferry serve` has open): inotify on the WAL file wakes it, and the writer re-reads
 /// the sequence counter, so live change feeds — continuous replications — see those changes
 /// without polling. Linux only; elsewhere it does nothing.
+///
+/// inotify also fires for this process's own writes — thousands of times a second while a
+/// replication stores documents — so events are coalesced into one chain of checks, and a check
+/// never waits for the writer: a busy writer is this process's own transaction.
 final class ExternalWriteWatcher: Sendable {
     // Safe: set once in init and afterwards only cancelled, which Dispatch allows from any thread.
     nonisolated(unsafe) private let source: DispatchSourceRead?
+
+    /// After the last WAL event, checks run at these delays (ms): the last write to the WAL
+    /// (the commit frame) comes just before the other process publishes the commit in the
+    /// shared-memory index, which inotify cannot see, so a commit is never missed for want of a
+    /// later write.
+    static let followUps = [0, 5, 25, 100, 400]
+    /// How soon a check that found the writer busy runs again.
+    static let busyRetry = DispatchTimeInterval.milliseconds(5)
 
     init(path: String, writer: Writer) {
         #if os(Linux)
@@ -21,18 +33,13 @@ final class ExternalWriteWatcher: Sendable {
             return
         }
         let queue = DispatchQueue(label: "ferry.store.watch")
+        let chain = CheckChain(queue: queue, writer: writer)
         let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
-        source.setEventHandler { [weak writer] in
+        source.setEventHandler {
             // Drain the events; what changed is read from the database itself.
             var buffer = [UInt8](repeating: 0, count: 4096)
             while buffer.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }) > 0 {}
-            writer?.noticeExternalCommits()
-            // The last write to the WAL (the commit frame) comes just before the other process
-            // publishes the commit in the shared-memory index, which inotify cannot see: look
-            // again shortly after, so a commit is never missed for want of a later write.
-            for ms in [5, 25, 100, 400] {
-                queue.asyncAfter(deadline: .now() + .milliseconds(ms)) { [weak writer] in writer?.noticeExternalCommits() }
-            }
+            chain.restart()
         }
         source.setCancelHandler { Glibc.close(fd) }
         source.resume()
@@ -43,4 +50,56 @@ final class ExternalWriteWatcher: Sendable {
     }
 
     func stop() { source?.cancel() }
+
+    /// The follow-up checks after the latest WAL event: a new event restarts the schedule
+    /// instead of adding another, so a burst of writes costs one chain of checks.
+    ///
+    /// Safety of `@unchecked Sendable`: every field is touched only on `queue` (the event
+    /// handler and the timers it schedules run there).
+    private final class CheckChain: @unchecked Sendable {
+        let queue: DispatchQueue
+        weak var writer: Writer?
+        /// Which follow-up runs next.
+        var step = 0
+        /// Identifies the one live timer: timers of an older schedule find it changed and stop.
+        var generation = 0
+        /// When the live timer fires; nil when the chain is idle.
+        var due: DispatchTime?
+
+        init(queue: DispatchQueue, writer: Writer) {
+            self.queue = queue
+            self.writer = writer
+        }
+
+        func restart() {
+            step = 0
+            // A timer due within the retry interval serves the new event too; a later one
+            // (the chain waiting out its long follow-ups) is replaced by a check now.
+            if let due, due <= .now() + ExternalWriteWatcher.busyRetry { return }
+            schedule(after: .milliseconds(0))
+        }
+
+        private func schedule(after delay: DispatchTimeInterval) {
+            generation &+= 1
+            let mine = generation
+            let at = DispatchTime.now() + delay
+            due = at
+            queue.asyncAfter(deadline: at) { self.fire(mine) }
+        }
+
+        private func fire(_ mine: Int) {
+            guard mine == generation else { return }
+            due = nil
+            guard let writer else { return }
+            guard writer.noticeExternalCommits() else {
+                schedule(after: ExternalWriteWatcher.busyRetry)
+                return
+            }
+            let next = step + 1
+            guard next < ExternalWriteWatcher.followUps.count else { return }
+            let wait = ExternalWriteWatcher.followUps[next] - ExternalWriteWatcher.followUps[step]
+            step = next
+            schedule(after: .milliseconds(wait))
+        }
+    }
 }

@@ -28,7 +28,10 @@ final class Writer: Sendable {
         let (result, published) = try state.withLock { (s: inout State) throws(StoreError) -> (T, Int64?) in
             guard let conn = s.connection else { throw .closed }
             try conn.execute("BEGIN IMMEDIATE")
-            do throws(StoreError) { try Writer.catchUp(&s, conn) } catch {
+            // Another process's commits seen here are published with this transaction's (the
+            // external-write watcher skips its check while this lock is held).
+            let caughtUp: Bool
+            do throws(StoreError) { caughtUp = try Writer.catchUp(&s, conn) } catch {
                 try? conn.execute("ROLLBACK")
                 throw error
             }
@@ -41,7 +44,7 @@ final class Writer: Sendable {
                     try u.run()
                 }
                 try conn.execute("COMMIT")
-                let moved = txn.lastSequence != s.lastSequence
+                let moved = caughtUp || txn.lastSequence != s.lastSequence
                 s.lastSequence = txn.lastSequence
                 return (r, moved ? txn.lastSequence : nil)
             } catch {
@@ -66,13 +69,18 @@ final class Writer: Sendable {
         return true
     }
 
-    /// Looks for commits by other processes and wakes live change feeds for them.
-    func noticeExternalCommits() {
-        let moved = try? state.withLock { (s: inout State) throws(StoreError) -> Int64? in
-            guard let conn = s.connection else { return nil }
-            return try Writer.catchUp(&s, conn) ? s.lastSequence : nil
+    /// Looks for commits by other processes and wakes live change feeds for them, unless a
+    /// transaction of this process holds the writer: returns false then, without waiting (that
+    /// transaction re-reads the counter itself; the caller looks again later).
+    @discardableResult
+    func noticeExternalCommits() -> Bool {
+        let outcome = state.withLockIfAvailable { (s: inout State) -> Int64? in
+            guard let conn = s.connection, (try? Writer.catchUp(&s, conn)) == true else { return nil }
+            return s.lastSequence
         }
-        if let seq = moved { notifier.publish(seq) }
+        guard let outcome else { return false }
+        if let seq = outcome { notifier.publish(seq) }
+        return true
     }
 
     /// Runs `body` on the write connection outside any transaction (maintenance).
