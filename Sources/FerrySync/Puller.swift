@@ -62,7 +62,7 @@ final class Puller: Sendable {
         // The default rule resolves in the insert's own transaction; a custom resolver runs
         // after the commit (it may throw, and the conflict must then stay).
         let inTransaction: ConflictResolver? = resolver?.resolve == nil ? .default : nil
-        inserter = Inserter(database: database, remote: remote, resolver: inTransaction, allowConflicts: true) {
+        let inserter = Inserter(database: database, remote: remote, resolver: inTransaction, allowConflicts: true) {
             (batch, items, _) throws(StoreError) in
             let advanced = state.value.withLock { s -> JSONValue?? in
                 let before = s.tracker.checkpoint
@@ -73,13 +73,15 @@ final class Puller: Sendable {
             }
             if case .some(.some(let cp)) = advanced { try checkpointer.recordPulled(upTo: cp, in: batch) }
         }
+        self.inserter = inserter
         let (stream, continuation) = AsyncStream<BLIPIncomingRequest>.makeStream()
         changesQueue = continuation
         // `changes` messages are handled one at a time, in arrival order, off the event loop.
         let db = database
         consumer = Task {
             for await request in stream {
-                Puller.handleChanges(request, database: db, state: state, reporter: reporter, checkpointer: checkpointer, logger: logger)
+                Puller.handleChanges(request, database: db, state: state, inserter: inserter, reporter: reporter,
+                                     checkpointer: checkpointer, logger: logger)
             }
         }
     }
@@ -141,7 +143,7 @@ final class Puller: Sendable {
     // MARK: changes
 
     private static func handleChanges(_ request: BLIPIncomingRequest, database: Database, state: State,
-                                      reporter: Reporter, checkpointer: Checkpointer, logger: Logger) {
+                                      inserter: Inserter, reporter: Reporter, checkpointer: Checkpointer, logger: Logger) {
         let entries: [ReplicationMessages.ChangeEntry]
         do { entries = try ReplicationMessages.decodeChanges(request.message.body) } catch {
             // A feed we cannot read cannot be checkpointed past: the session ends with the error.
@@ -171,17 +173,20 @@ final class Puller: Sendable {
             return
         }
         var skipped = 0
-        state.value.withLock { s in
-            s.caughtUp = false
+        // Changes after the caught-up marker (a continuous feed) keep `caughtUp`: the session is
+        // idle again as soon as what they asked for is stored, which may be at once.
+        let idle = state.value.withLock { s in
             for (e, a) in zip(entries, answers) {
                 let wanted: Bool
                 if case .send = a { wanted = true } else { wanted = false }
                 if !wanted { skipped += 1 }
                 s.tracker.add(documentID: e.documentID, revisionID: e.revisionID, sequence: e.sequence, done: !wanted)
             }
+            return s.caughtUp && s.tracker.isEmpty
         }
-        reporter.caughtUp(.pull, false)
+        reporter.caughtUp(.pull, idle)
         reporter.completed(skipped)
+        inserter.expect(entries.count - skipped)
         request.respond(properties: [("maxHistory", "50")], body: ReplicationMessages.encodeChangeAnswers(answers))
     }
 
@@ -231,6 +236,7 @@ final class Puller: Sendable {
         reporter.event(DocumentEvent(direction: .pull, documentID: id, revisionID: rev, isDeleted: false,
                                      kind: .failed(.remote(domain: "HTTP", code: code, message: p["reason"] ?? "norev"))))
         reporter.completed(1)
+        inserter.expect(-1)
         state.value.withLock { _ = $0.tracker.complete(documentID: id, revisionID: rev) }
         finishIfCaughtUp()
     }
