@@ -5,6 +5,13 @@ extension Database {
     /// The latest revision known to be on `remote` for each of `documentIDs` that has one.
     public func remoteRevisions(of documentIDs: [String], remote: String) throws(StoreError) -> [String: RevisionID] {
         guard !documentIDs.isEmpty else { return [:] }
+        return try remoteRevisions(in: revisionTrees(of: documentIDs), remote: remote)
+    }
+
+    /// The latest revision known to be on `remote` in each of these trees that has one (for a
+    /// caller that already read the trees, e.g. to build its `rev` messages from them too).
+    public func remoteRevisions(in trees: [String: RevisionTree], remote: String) throws(StoreError) -> [String: RevisionID] {
+        guard !trees.isEmpty else { return [:] }
         let key = try readers.withReader { (c) throws(StoreError) -> Int? in
             let k = try c.prepare("SELECT remote_key FROM remotes WHERE address = ?")
             defer { k.reset() }
@@ -12,7 +19,7 @@ extension Database {
             return try k.step() ? k.int(0) : nil
         }
         guard let key else { return [:] }
-        return try revisionTrees(of: documentIDs).compactMapValues { $0.remoteRevisions[key] }
+        return trees.compactMapValues { $0.remoteRevisions[key] }
     }
 
     /// Records that `remote` now has these revisions (after it acknowledged them), in one

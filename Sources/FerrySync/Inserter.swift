@@ -5,6 +5,11 @@ import Synchronization
 /// ran (up to `maxBatch`) is inserted in one transaction, then each sender is answered. So a
 /// reply to a `rev` always means the revision is durable, and a stream of small revisions costs
 /// one commit per batch rather than one per revision.
+///
+/// When the protocol says more revisions are on their way (`expect`), a batch smaller than
+/// `lingerBatch` waits up to `lingerTime` for them: without it a stream splits into many
+/// transactions of a few revisions, each paying a commit. `lingerBatch` stays well under the
+/// sender's window of unanswered revisions, so the sender is never stalled waiting on a batch.
 final class Inserter: Sendable {
     typealias Completion = @Sendable (Result<InsertOutcome, StoreError>) -> Void
 
@@ -23,7 +28,21 @@ final class Inserter: Sendable {
     let allowConflicts: Bool
     let maxBatch: Int
     let afterInsert: AfterInsert?
-    private let queue = Mutex<(items: [Item], waiter: CheckedContinuation<Void, Never>?, closed: Bool)>(([], nil, false))
+    fileprivate struct Queue {
+        var items: [Item] = []
+        var waiter: CheckedContinuation<Void, Never>?
+        /// Resume the waiter once this many items are queued.
+        var threshold = 1
+        /// Identifies the current waiter, so a late linger timer leaves a newer one alone.
+        var waiterID = 0
+        var closed = false
+        /// Revisions announced and not yet queued (a hint: norev and failures take theirs back).
+        var expected = 0
+    }
+    private let queue = Mutex(Queue())
+    /// A batch smaller than this waits (briefly) for revisions announced as coming.
+    static let lingerBatch = 64
+    static let lingerTime: Duration = .milliseconds(2)
     private let worker = Mutex<Task<Void, Never>?>(nil)
 
     init(database: Database, remote: String?, resolver: ConflictResolver?, allowConflicts: Bool,
@@ -44,10 +63,19 @@ final class Inserter: Sendable {
         let (waiter, closed) = queue.withLock { q -> (CheckedContinuation<Void, Never>?, Bool) in
             guard !q.closed else { return (nil, true) }
             q.items.append(Item(revision: revision, completion: completion))
-            defer { q.waiter = nil }
-            return (q.waiter, false)
+            q.expected = max(0, q.expected - 1)
+            return (q.takeWaiterIfReady(), false)
         }
         if closed { completion(.failure(.closed)); return }
+        waiter?.resume()
+    }
+
+    /// Announces `n` more revisions on their way (negative: fewer — e.g. a `norev` instead).
+    func expect(_ n: Int) {
+        let waiter = queue.withLock { q -> CheckedContinuation<Void, Never>? in
+            q.expected = max(0, q.expected + n)
+            return q.takeWaiterIfReady()
+        }
         waiter?.resume()
     }
 
@@ -64,20 +92,40 @@ final class Inserter: Sendable {
 
     private func run() async {
         while true {
-            await waitForWork()
+            await waitForWork(threshold: 1)
+            if queue.withLock({ $0.wantsToLinger(Self.lingerBatch) }) {
+                await waitForWork(threshold: Self.lingerBatch, timeout: Self.lingerTime)
+            }
             guard let items = takeNow() else { return }
             if !items.isEmpty { insert(items) }
         }
     }
 
-    private func waitForWork() async {
+    /// Waits until `threshold` items are queued, nothing more is expected, the inserter is
+    /// closed, or `timeout` passes.
+    private func waitForWork(threshold: Int, timeout: Duration? = nil) async {
         await withCheckedContinuation { (w: CheckedContinuation<Void, Never>) in
-            let ready = queue.withLock { q -> Bool in
-                if !q.items.isEmpty || q.closed { return true }
+            let id = queue.withLock { q -> Int? in
+                q.threshold = threshold
+                if q.isReady { return nil }
+                q.waiterID &+= 1
                 q.waiter = w
-                return false
+                return q.waiterID
             }
-            if ready { w.resume() }
+            guard let id else { w.resume(); return }
+            guard let timeout else { return }
+            Task {
+                try? await Task.sleep(for: timeout)
+                let late = self.queue.withLock { q -> CheckedContinuation<Void, Never>? in
+                    guard q.waiterID == id, q.waiter != nil else { return nil }
+                    // What was announced did not come in time (a lost or refused revision):
+                    // stop waiting for it, or every later batch would linger too.
+                    q.expected = 0
+                    defer { q.waiter = nil }
+                    return q.waiter
+                }
+                late?.resume()
+            }
         }
     }
 
@@ -117,5 +165,24 @@ final class Inserter: Sendable {
             return
         }
         for (item, result) in zip(items, results) { item.completion(result) }
+    }
+}
+
+extension Inserter.Queue {
+    /// Whether the waiter may run: enough items, or no reason to wait for more.
+    var isReady: Bool {
+        closed || (!items.isEmpty && (items.count >= threshold || expected == 0))
+    }
+
+    /// Whether a batch of what is queued now should wait for the revisions still expected.
+    func wantsToLinger(_ batch: Int) -> Bool {
+        !closed && expected > 0 && items.count < batch
+    }
+
+    /// Hands out the waiter if it may run now.
+    mutating func takeWaiterIfReady() -> CheckedContinuation<Void, Never>? {
+        guard waiter != nil, isReady else { return nil }
+        defer { waiter = nil }
+        return waiter
     }
 }

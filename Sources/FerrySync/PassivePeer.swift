@@ -30,12 +30,15 @@ final class PassivePeer: Sendable {
         self.connection = connection
         self.pullFilters = pullFilters
         self.logger = logger
-        inserter = Inserter(database: database, remote: nil, resolver: nil, allowConflicts: false)
+        let inserter = Inserter(database: database, remote: nil, resolver: nil, allowConflicts: false)
+        self.inserter = inserter
         let (stream, continuation) = AsyncStream<BLIPIncomingRequest>.makeStream()
         work = continuation
         // Store work never runs on the event loop; control messages are handled in order.
         worker = Task { [database, logger] in
-            for await request in stream { PassivePeer.handleControl(request, database: database, logger: logger) }
+            for await request in stream {
+                PassivePeer.handleControl(request, database: database, logger: logger) { inserter.expect($0) }
+            }
         }
     }
 
@@ -64,7 +67,9 @@ final class PassivePeer: Sendable {
 
     // MARK: Checkpoints, proposals, legacy changes (in order, off the loop)
 
-    static func handleControl(_ request: BLIPIncomingRequest, database: Database, logger: Logger) {
+    /// Handles one control message; `expect` hears how many revisions a reply just asked for.
+    static func handleControl(_ request: BLIPIncomingRequest, database: Database, logger: Logger,
+                              expect: (Int) -> Void = { _ in }) {
         let m = request.message
         switch m.profile {
         case "getCheckpoint":
@@ -96,6 +101,7 @@ final class PassivePeer: Sendable {
                 let proposals = try ReplicationMessages.decodeProposals(m.body)
                 guard !m.isNoReply else { return }
                 let statuses = try RevFinder.answer(proposals, database: database)
+                expect(statuses.count { if case .send = $0 { true } else { false } })
                 request.respond(body: ReplicationMessages.encodeProposalStatuses(statuses))
             } catch let e as ReplicationError { request.respondHTTPError(400, "\(e)") }
             catch { request.respondHTTPError(500, "\(error)") }
@@ -104,6 +110,7 @@ final class PassivePeer: Sendable {
                 let entries = try ReplicationMessages.decodeChanges(m.body)
                 guard !m.isNoReply else { return }
                 let answers = try RevFinder.answer(entries, database: database)
+                expect(answers.count { if case .send = $0 { true } else { false } })
                 request.respond(properties: [("maxHistory", "50")], body: ReplicationMessages.encodeChangeAnswers(answers))
             } catch let e as ReplicationError { request.respondHTTPError(400, "\(e)") }
             catch { request.respondHTTPError(500, "\(error)") }

@@ -60,6 +60,9 @@ final class Pusher: Sendable {
         self.batchDone = batchDone
     }
 
+    /// Batches an active push keeps in flight.
+    static let batchesInFlight = 4
+
     private var profile: String {
         if case .propose = mode { return "proposeChanges" }
         return "changes"
@@ -74,19 +77,23 @@ final class Pusher: Sendable {
         var counted: Int
         do { counted = try database.pendingChangeCount(since: since) } catch { throw .store(error) }
         reporter.found(counted, direction: .push)
-        // An active push overlaps two batches (proposing the next while the previous one's
-        // revisions are in flight): a batch lost to a crash is only re-proposed, and the peer
-        // answers 304 for what it already stored. A feed for a pull keeps one batch in flight,
-        // so a killed puller re-fetches at most one batch.
-        var inFlight: (task: Task<Result<Void, ReplicationError>, Never>, last: Int64)?
-        let overlap: Bool
-        if case .propose = mode { overlap = true } else { overlap = false }
-        func settle() async throws(ReplicationError) {
-            guard let previous = inFlight else { return }
-            inFlight = nil
-            try await previous.task.value.get()
-            do { try await batchDone(previous.last) } catch {
-                throw ReplicationError(wrapping: error)
+        // An active push keeps several batches in flight (proposing the next ones while earlier
+        // revisions are being stored), checkpointing them in order: a batch lost to a crash is
+        // only re-proposed, and the peer answers 304 for what it already stored. A feed for a pull streams: the next batch's
+        // `changes` go out while the previous revisions are being stored, and a window bounds
+        // the revisions unanswered to one batch, so a killed puller is re-sent at most that many.
+        var inFlight: [(task: Task<Result<Void, ReplicationError>, Never>, last: Int64)] = []
+        let window: RevWindow?
+        if case .changes = mode { window = RevWindow(capacity: batchSize) } else { window = nil }
+        /// Completes the oldest batches until at most `keep` are in flight.
+        func settle(keeping keep: Int = 0) async throws(ReplicationError) {
+            if let window { try await window.drain() }
+            while inFlight.count > keep {
+                let oldest = inFlight.removeFirst()
+                try await oldest.task.value.get()
+                do { try await batchDone(oldest.last) } catch {
+                    throw ReplicationError(wrapping: error)
+                }
             }
         }
         while !Task.isCancelled {
@@ -112,30 +119,36 @@ final class Pusher: Sendable {
                 }
             }
             reporter.completed(changes.count - selected.count)
+            if let window {
+                if !selected.isEmpty { try await offer(selected, window: window) }
+                position = last.sequence
+                continue
+            }
             let batch = selected
             let work = Task { () -> Result<Void, ReplicationError> in
-                guard !batch.isEmpty else { return .success(()) }
+                guard !batch.isEmpty, case .propose(let remote, let alsoPulling) = self.mode else { return .success(()) }
                 do throws(ReplicationError) {
-                    switch self.mode {
-                    case .propose(let remote, let alsoPulling): try await self.propose(batch, remote: remote, alsoPulling: alsoPulling)
-                    case .changes: try await self.offer(batch)
-                    }
+                    try await self.propose(batch, remote: remote, alsoPulling: alsoPulling)
                     return .success(())
                 } catch { return .failure(error) }
             }
-            try await settle()
-            inFlight = (work, last.sequence)
-            if !overlap { try await settle() }
+            inFlight.append((work, last.sequence))
+            try await settle(keeping: Self.batchesInFlight - 1)
             position = last.sequence
         }
-        inFlight?.task.cancel()
+        for b in inFlight { b.task.cancel() }
     }
 
     // MARK: Active push (proposeChanges)
 
     private func propose(_ changes: [Change], remote: String, alsoPulling: Bool) async throws(ReplicationError) {
+        // One read of the trees serves both the remote parents and the `rev` messages.
+        let trees: [String: RevisionTree]
         let parents: [String: RevisionID]
-        do { parents = try database.remoteRevisions(of: changes.map(\.documentID), remote: remote) } catch { throw .store(error) }
+        do {
+            trees = try database.revisionTrees(of: changes.map(\.documentID))
+            parents = try database.remoteRevisions(in: trees, remote: remote)
+        } catch { throw .store(error) }
         // Revisions the peer is known to have (pulled from it) are not offered back.
         let batch = changes.filter { parents[$0.documentID] != $0.revisionID }
         reporter.completed(changes.count - batch.count)
@@ -150,8 +163,7 @@ final class Pusher: Sendable {
         var retry: [Int] = []
         for (i, s) in statuses.enumerated() {
             guard case .conflict(let cur?) = s, let curRev = try? RevisionID(cur),
-                  let tree = try? database.revisionTree(of: batch[i].documentID),
-                  tree.isAncestor(curRev, of: batch[i].revisionID) else { continue }
+                  let tree = trees[batch[i].documentID], tree.isAncestor(curRev, of: batch[i].revisionID) else { continue }
             proposals[i].remoteParent = cur
             retry.append(i)
         }
@@ -183,7 +195,8 @@ final class Pusher: Sendable {
             }
         }
         reporter.completed(judged)
-        synced += try await sendRevs(toSend.map { ($0.change, $0.known, JSONValue.int($0.change.sequence)) }, noConflicts: true)
+        synced += try await sendRevs(toSend.map { ($0.change, $0.known, JSONValue.int($0.change.sequence)) }, trees: trees,
+                                     noConflicts: true)
         do { try database.setRemoteRevisions(synced, remote: remote) } catch { throw .store(error) }
     }
 
@@ -197,7 +210,9 @@ final class Pusher: Sendable {
 
     // MARK: Passive side of a pull (changes)
 
-    private func offer(_ batch: [Change]) async throws(ReplicationError) {
+    /// Offers a batch with `changes` and sends the revisions the puller wants as window slots
+    /// free up; returns once they are all sent (their answers come back through the window).
+    private func offer(_ batch: [Change], window: RevWindow) async throws(ReplicationError) {
         let entries = batch.map {
             ReplicationMessages.ChangeEntry(sequence: .int($0.sequence), documentID: $0.documentID,
                                             revisionID: $0.revisionID.description, deletedFlags: $0.isDeleted ? 1 : 0)
@@ -206,6 +221,7 @@ final class Pusher: Sendable {
         do {
             reply = try await connection.send(.request(profile: "changes", body: ReplicationMessages.encodeChanges(entries)))
         } catch { throw ReplicationError(error) }
+        try window.check()
         let answers = try ReplicationMessages.decodeChangeAnswers(reply.body, count: batch.count)
         var toSend: [(Change, [String], JSONValue)] = []
         var judged = 0
@@ -219,32 +235,31 @@ final class Pusher: Sendable {
             }
         }
         reporter.completed(judged)
-        _ = try await sendRevs(toSend, noConflicts: false)
+        let trees: [String: RevisionTree]
+        do { trees = try database.revisionTrees(of: toSend.map(\.0.documentID)) } catch { throw .store(error) }
+        let (messages, sent) = revMessages(toSend, trees: trees, noConflicts: false)
+        for (message, change) in zip(messages, sent) {
+            try await window.acquire()
+            reporter.onRevisionsSent(1)
+            connection.send(message) { [self] result in
+                switch result {
+                case .success: pushed(change)
+                case .failure(.errorResponse(let domain, let code, let message)):
+                    fail(change, .remote(domain: domain, code: code, message: message))
+                case .failure(let e): window.fail(ReplicationError(e))
+                }
+                window.release()
+            }
+        }
     }
 
     // MARK: Sending revisions
 
     /// Sends the revisions and waits for every reply; returns those the peer stored. A refused
     /// revision is a document event; a lost connection ends the batch with an error.
-    private func sendRevs(_ items: [(change: Change, known: [String], sequence: JSONValue)],
+    private func sendRevs(_ items: [(change: Change, known: [String], sequence: JSONValue)], trees: [String: RevisionTree],
                           noConflicts: Bool) async throws(ReplicationError) -> [(documentID: String, revisionID: RevisionID)] {
-        var messages: [BLIPMessage] = []
-        var sent: [Change] = []
-        let trees: [String: RevisionTree]
-        do { trees = try database.revisionTrees(of: items.map(\.change.documentID)) } catch { throw .store(error) }
-        for (change, known, sequence) in items {
-            let id = change.documentID, rev = change.revisionID.description
-            if let m = RevMessage.make(tree: trees[id], documentID: id, revisionID: rev, knownRevisions: known,
-                                       maxHistory: 50, sequence: sequence, noConflicts: noConflicts) {
-                messages.append(m)
-                sent.append(change)
-            } else {
-                // Superseded since it was listed: the newer revision comes in a later batch.
-                connection.send(RevMessage.makeNoRev(documentID: id, revisionID: rev, sequence: sequence,
-                                                     status: 410, reason: "revision superseded")) { _ in }
-                reporter.completed(1)
-            }
-        }
+        let (messages, sent) = revMessages(items, trees: trees, noConflicts: noConflicts)
         reporter.onRevisionsSent(messages.count)
         let results = await connection.sendAll(messages)
         var stored: [(documentID: String, revisionID: RevisionID)] = []
@@ -252,9 +267,7 @@ final class Pusher: Sendable {
             switch result {
             case .success:
                 stored.append((change.documentID, change.revisionID))
-                reporter.event(DocumentEvent(direction: .push, documentID: change.documentID,
-                                             revisionID: change.revisionID.description, isDeleted: change.isDeleted, kind: .pushed))
-                reporter.completed(1)
+                pushed(change)
             case .failure(.errorResponse(let domain, let code, let message)):
                 fail(change, .remote(domain: domain, code: code, message: message))
             case .failure(let e):
@@ -262,6 +275,37 @@ final class Pusher: Sendable {
             }
         }
         return stored
+    }
+
+    /// Builds the `rev` messages of these changes from their revision trees; a revision no
+    /// longer in its tree (superseded and pruned since it was listed) is answered `norev` at
+    /// once (the newer one comes in a later batch). Returns the messages and the changes they
+    /// carry, in order.
+    private func revMessages(_ items: [(change: Change, known: [String], sequence: JSONValue)], trees: [String: RevisionTree],
+                             noConflicts: Bool) -> ([BLIPMessage], [Change]) {
+        var messages: [BLIPMessage] = []
+        var sent: [Change] = []
+        messages.reserveCapacity(items.count)
+        sent.reserveCapacity(items.count)
+        for (change, known, sequence) in items {
+            let id = change.documentID, rev = change.revisionID.description
+            if let m = RevMessage.make(tree: trees[id], documentID: id, revisionID: rev, knownRevisions: known,
+                                       maxHistory: 50, sequence: sequence, noConflicts: noConflicts) {
+                messages.append(m)
+                sent.append(change)
+            } else {
+                connection.send(RevMessage.makeNoRev(documentID: id, revisionID: rev, sequence: sequence,
+                                                     status: 410, reason: "revision superseded")) { _ in }
+                reporter.completed(1)
+            }
+        }
+        return (messages, sent)
+    }
+
+    private func pushed(_ change: Change) {
+        reporter.event(DocumentEvent(direction: .push, documentID: change.documentID,
+                                     revisionID: change.revisionID.description, isDeleted: change.isDeleted, kind: .pushed))
+        reporter.completed(1)
     }
 
     private func fail(_ change: Change, _ error: ReplicationError) {

@@ -21,6 +21,7 @@ struct SyncBench: AsyncParsableCommand {
     @Option(help: "Documents to replicate.") var count = 100_000
     @Option(help: "Single-document propagations to time.") var latencySamples = 500
     @Option(help: "Folder for the temporary databases.") var dir = NSTemporaryDirectory()
+    @Flag(help: "Skip the store ceiling and the latency samples (for profiling push and pull).") var replicationOnly = false
 
     static func now() -> Double {
         var ts = timespec()
@@ -33,6 +34,23 @@ struct SyncBench: AsyncParsableCommand {
               let line = s.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
               let kb = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else { return 0 }
         return kb / 1024
+    }
+
+    /// CPU seconds (user + system) this process has used.
+    static func cpuSelf() -> Double {
+        var u = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &u)
+        return Double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + Double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6
+    }
+
+    /// CPU seconds (user + system) a child process has used, from /proc/<pid>/stat.
+    static func cpu(pid: Int32) -> Double {
+        guard let s = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = s.lastIndex(of: ")") else { return 0 }
+        // Fields after the command name: state is field 3; utime and stime are fields 14 and 15.
+        let fields = s[s.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
     func path(_ name: String) -> String {
@@ -54,7 +72,7 @@ struct SyncBench: AsyncParsableCommand {
         let ceilingPath = path("ceiling")
         let ceilingDB = try Database.open(at: ceilingPath)
         var ceiling = 0.0
-        do {
+        if !replicationOnly {
             let revisions = (0..<count).map { i in
                 ReplicatedRevision(documentID: String(format: "doc-%06d", i), history: ["1-" + String(format: "%040x", i)],
                                    body: CanonicalJSON.encode(.object(props(i))))
@@ -99,16 +117,20 @@ struct SyncBench: AsyncParsableCommand {
         var push = ReplicatorConfiguration(database: source, target: url)
         push.type = .push
         t = Self.now()
+        var cpu = (Self.cpuSelf(), Self.cpu(pid: child.processIdentifier))
         try await Replicator(configuration: push).run()
         let pushRate = Double(count) / (Self.now() - t)
+        let pushCPU = (Self.cpuSelf() - cpu.0, Self.cpu(pid: child.processIdentifier) - cpu.1)
 
         let pulledPath = path("pulled")
         let pulled = try Database.open(at: pulledPath)
         var pull = ReplicatorConfiguration(database: pulled, target: url)
         pull.type = .pull
         t = Self.now()
+        cpu = (Self.cpuSelf(), Self.cpu(pid: child.processIdentifier))
         try await Replicator(configuration: pull).run()
         let pullRate = Double(count) / (Self.now() - t)
+        let pullCPU = (Self.cpuSelf() - cpu.0, Self.cpu(pid: child.processIdentifier) - cpu.1)
         let pulledCount = try pulled.documentCount()
         let childRSS = Self.vmHWM(String(child.processIdentifier))
         let selfRSS = Self.vmHWM()
@@ -128,7 +150,7 @@ struct SyncBench: AsyncParsableCommand {
         for await s in statuses where s.activity == .idle { break }
         var samples: [Double] = []
         var position = bDB.lastSequence
-        for i in 0..<latencySamples {
+        for i in 0..<(replicationOnly ? 0 : latencySamples) {
             let t0 = Self.now()
             try aDB.save(Document(id: "lat-\(i)", properties: props(i)))
             feed: for try await change in bDB.liveChanges(since: position) {
@@ -151,6 +173,7 @@ struct SyncBench: AsyncParsableCommand {
         store ceiling (replicated insert, 200/txn)  \(Int(ceiling)) docs/s
         push  (this process → ferry serve)          \(Int(pushRate)) docs/s  (\(String(format: "%.2f", pushRate / ceiling))× ceiling)
         pull  (ferry serve → this process)          \(Int(pullRate)) docs/s  (\(String(format: "%.2f", pullRate / ceiling))× ceiling)
+        CPU per document (µs): push this \(Int(pushCPU.0 * 1e6 / Double(count))), serve \(Int(pushCPU.1 * 1e6 / Double(count))); pull this \(Int(pullCPU.0 * 1e6 / Double(count))), serve \(Int(pullCPU.1 * 1e6 / Double(count)))
         pulled documents                            \(pulledCount)
         propagation latency, continuous (\(latencySamples) docs)  p50 \(String(format: "%.2f", p50)) ms, p99 \(String(format: "%.2f", p99)) ms
         peak RSS: this process \(String(format: "%.0f", selfRSS)) MiB, ferry serve \(String(format: "%.0f", childRSS)) MiB
