@@ -79,9 +79,15 @@ final class BlobStore: Sendable {
             throw .io(operation: "mkdir \(directory)", errno: errno)
         }
         let name = Self.tempPrefix + UUID().uuidString + Self.tempSuffix
-        let fd = open(directory + "/" + name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw .io(operation: "create \(name)", errno: errno) }
+        // Registered before it exists: a compaction listing the folder between the open and
+        // the registration would otherwise take it for a crashed writer's file and unlink it.
         state.withLock { _ = $0.openTempFiles.insert(name) }
+        let fd = open(directory + "/" + name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            let e = errno
+            releaseTempFile(name)
+            throw .io(operation: "create \(name)", errno: e)
+        }
         return (name, fd)
     }
 

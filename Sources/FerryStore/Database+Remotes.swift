@@ -30,11 +30,11 @@ extension Database {
         try inBatch { (b) throws(StoreError) in
             let key = try b.txn.remoteKey(remote)
             for (id, rev) in revisions {
-                guard let stored = try b.txn.load(id), stored.tree.nodes[rev] != nil,
-                      stored.tree.remoteRevisions[key] != rev else { continue }
-                var tree = stored.tree
+                // The tree alone: the current body stays in its row, untouched.
+                guard var (docKey, tree) = try b.txn.loadTree(id), tree.nodes[rev] != nil,
+                      tree.remoteRevisions[key] != rev else { continue }
                 tree.setRemoteRevision(rev, remote: key)
-                try b.txn.storeQuietly(id, key: stored.key, tree: &tree)
+                try b.txn.storeQuietly(id, key: docKey, tree: &tree)
             }
         }
     }

@@ -26,6 +26,7 @@ final class WriteTransaction {
     // The statements every document write uses, looked up in the connection's cache once per
     // transaction rather than once per document (a batch writes thousands).
     private var loadStatement: Statement?
+    private var loadTreeStatement: Statement?
     private var insertStatement: Statement?
     private var updateStatement: Statement?
 
@@ -46,6 +47,17 @@ final class WriteTransaction {
         guard try s.step() else { return nil }
         let tree = try RevisionTreeCodec.decode(s.bytes(2), currentBody: s.bytes(1), documentID: id)
         return StoredDoc(key: s.int64(0), tree: tree, sequence: s.int64(3))
+    }
+
+    /// A document's key and revision tree without its current body (the current node's body is
+    /// left empty): enough for bookkeeping written back with `storeQuietly`, which never writes
+    /// the current body, and cheaper than `load` (no body copied).
+    func loadTree(_ id: String) throws(StoreError) -> (key: Int64, tree: RevisionTree)? {
+        let s = try cached(&loadTreeStatement, "SELECT doc_key, tree FROM docs WHERE doc_id = ?")
+        defer { s.reset() }
+        s.bind(1, id)
+        guard try s.step() else { return nil }
+        return (s.int64(0), try RevisionTreeCodec.decode(s.bytes(1), currentBody: [], documentID: id))
     }
 
     /// The type (for `docs.doc_type`) a revision already known to the caller has, so `store`
