@@ -54,22 +54,32 @@ final class IncomingBody: @unchecked Sendable {
     /// Whether the reader is behind: ACKs of this message wait.
     var isBehind: Bool { bufferedBytes >= softLimit }
 
+    /// Adds received bytes, in chunks of at most `chunkSize` (a compressed frame may inflate
+    /// to far more than one).
     func append(_ raw: UnsafeRawBufferPointer) {
         guard !raw.isEmpty, !discarding, !finished, failure == nil else { return }
+        var rest = raw
         if let w = waiter {
             waiter = nil
-            w(.success(Array(raw)))
-            return
+            let n = min(rest.count, Self.chunkSize)
+            w(.success(Array(UnsafeRawBufferPointer(rebasing: rest[..<n]))))
+            rest = UnsafeRawBufferPointer(rebasing: rest[n...])
         }
-        if head < chunks.count, chunks[chunks.count - 1].count + raw.count <= Self.chunkSize {
-            chunks[chunks.count - 1].append(contentsOf: raw)
-        } else {
-            var c: [UInt8] = []
-            c.reserveCapacity(max(Self.chunkSize, raw.count))
-            c.append(contentsOf: raw)
-            chunks.append(c)
+        while !rest.isEmpty {
+            let n: Int
+            if head < chunks.count, chunks[chunks.count - 1].count < Self.chunkSize {
+                n = min(Self.chunkSize - chunks[chunks.count - 1].count, rest.count)
+                chunks[chunks.count - 1].append(contentsOf: UnsafeRawBufferPointer(rebasing: rest[..<n]))
+            } else {
+                n = min(Self.chunkSize, rest.count)
+                var c: [UInt8] = []
+                c.reserveCapacity(Self.chunkSize)
+                c.append(contentsOf: UnsafeRawBufferPointer(rebasing: rest[..<n]))
+                chunks.append(c)
+            }
+            bufferedBytes += n
+            rest = UnsafeRawBufferPointer(rebasing: rest[n...])
         }
-        bufferedBytes += raw.count
         if !underPressure && bufferedBytes > hardLimit {
             underPressure = true
             onPressure?(true)

@@ -35,7 +35,10 @@ import Testing
         /// Takes everything buffered of message `n`, as a reader would.
         func drainBody(_ n: UInt64) {
             guard let body = bodies[n] else { return }
-            while let c = body.take() { taken[n, default: []] += c }
+            while let c = body.take() {
+                #expect(c.count <= IncomingBody.chunkSize)
+                taken[n, default: []] += c
+            }
             session.sendWithheldAck(for: body)
         }
     }
