@@ -39,7 +39,7 @@ let package = Package(
                 dependencies: ["FerryWebSocket", "FerryNet", "CFerrySystem", "CZlib",
                                .product(name: "Logging", package: "swift-log")]),
         .executableTarget(name: "ferry-echo",
-                          dependencies: ["FerryWebSocket", "FerryNet", "FerryBLIP",
+                          dependencies: ["FerryWebSocket", "FerryNet", "FerryBLIP", "CZlib",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "Logging", package: "swift-log")]),
         // The document store: SQLite (C API), revision trees, conflicts, validation. No transport.

@@ -39,25 +39,36 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
 
     /// The event loop that owns the connection.
     public let loop: EventLoop
-    private let session: BLIPSession
-    private var ws: WebSocketConnection?
+    let session: BLIPSession
+    var ws: WebSocketConnection?
     private var pending = NumberMap<(Result<BLIPMessage, BLIPError>) -> Void>()
-    private var handlers: [String: Handler] = [:]
+    var handlers: [String: Handler] = [:]
     private var defaultHandler: Handler?
     /// The last profile dispatched and its handler: a string compare instead of hashing the
     /// profile for every request of a steady stream (cleared when handlers change).
-    private var lastRoute: (profile: String, handler: Handler)?
+    var lastRoute: (profile: String, handler: Handler)?
+    /// Streaming state, used by BLIPConnection+Streaming.swift, all on the loop: handlers
+    /// that take request bodies as streams, requests whose responses are streamed, streams
+    /// opened during a read (dispatched once it returns), bodies being received, writers
+    /// waiting for their backlog to drain, and who holds reading paused.
+    var streamingHandlers: [String: StreamingHandler] = [:]
+    var streamingPending = NumberMap<BLIPOutgoingRequest.ResponseSlot>()
+    var openedStreams: [(request: BLIPMessage, body: IncomingBody, handler: StreamingHandler)] = []
+    var activeBodies: [IncomingBody] = []
+    var blockedWriters: [BLIPBodyWriter.State] = []
+    var readPausers = 0
+    var userPausedReading = false
     /// The frame being written, reused for every frame.
     private var frameBuffer: [UInt8] = []
     /// Mirrors `closedState` for code on the loop, which need not take the lock.
-    private var closedOnLoop: BLIPError?
+    var closedOnLoop: BLIPError?
     /// The write queue's size after the last mid-read flush.
     private var flushedAt = 0
     /// Bytes of replies queued during a read before they are flushed.
     static let flushEvery = 32 * 1024
     /// Why the connection ended (what pending and later requests fail with), and whether that
     /// was a clean close (1000/1001 with no error) rather than a failure.
-    private let closedState = Mutex<(error: BLIPError, clean: Bool)?>(nil)
+    let closedState = Mutex<(error: BLIPError, clean: Bool)?>(nil)
     private var closeWaiters: [CheckedContinuation<BLIPError?, Never>] = []
     var openWaiter: ((Result<Void, BLIPError>) -> Void)?
     private let logger: Logger
@@ -68,6 +79,7 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
         self.loop = loop
         self.logger = logger
         session = BLIPSession(configuration: configuration)
+        session.openStream = { [unowned self] head in self.openIncomingStream(head) }
     }
 
     /// The WebSocket subprotocol token for an app id, e.g. `BLIP_3+CBMobile_3`.
@@ -137,7 +149,7 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
 
     /// Routes requests whose `Profile` is `profile` to `handler` (on the loop thread).
     public func register(profile: String, _ handler: @escaping Handler) {
-        onLoop { $0.handlers[profile] = handler; $0.lastRoute = nil }
+        onLoop { $0.handlers[profile] = handler; $0.streamingHandlers[profile] = nil; $0.lastRoute = nil }
     }
 
     /// Receives requests no registered profile matched (instead of the automatic 404).
@@ -145,16 +157,22 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
         onLoop { $0.defaultHandler = handler; $0.lastRoute = nil }
     }
 
-    private func onLoop(_ body: @escaping @Sendable (BLIPConnection) -> Void) {
+    func onLoop(_ body: @escaping @Sendable (BLIPConnection) -> Void) {
         if loop.inEventLoop { body(self) } else { loop.execute { body(self) } }
     }
 
     /// Stops reading from the socket: the peer's messages freeze once BLIP's window (128,000
     /// unacknowledged bytes) and the TCP buffers fill. Pending replies are not affected.
-    public func pauseReading() { onLoop { $0.ws?.pauseReading() } }
+    public func pauseReading() { onLoop { $0.userPausedReading = true; $0.ws?.pauseReading() } }
 
-    /// Resumes reading after `pauseReading()`.
-    public func resumeReading() { onLoop { $0.ws?.resumeReading() } }
+    /// Resumes reading after `pauseReading()` (unless a streamed body's reader is far behind:
+    /// then reading resumes when it catches up).
+    public func resumeReading() {
+        onLoop { conn in
+            conn.userPausedReading = false
+            if conn.readPausers == 0 { conn.ws?.resumeReading() }
+        }
+    }
 
     /// Flow-control figures of the sending side, read on the loop.
     public func flowState() async -> BLIPFlowState {
@@ -211,7 +229,7 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
     }
 
     /// Writes frames while the socket takes them; flow control and writability pause it.
-    private func pump() {
+    func pump() {
         guard let ws, ws.isOpen else { return }
         // The buffer is borrowed for the whole loop: one access to the stored property, not one
         // per frame (dynamic exclusivity checks showed in profiles).
@@ -225,6 +243,7 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
         } catch {
             fail(error)
         }
+        if !blockedWriters.isEmpty { resumeDrainedWriters() }
     }
 
     /// Closes the connection (WebSocket 1000) and waits until it is closed. Pending requests
@@ -245,7 +264,7 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
     }
 
     /// A fatal protocol error: close with 1011, fail everything pending.
-    private func fail(_ error: BLIPError) {
+    func fail(_ error: BLIPError) {
         logger.warning("closing BLIP connection", metadata: ["error": "\(error)"])
         closedState.withLock { if $0 == nil { $0 = (error, false) } }
         closedOnLoop = closedOnLoop ?? error
@@ -257,6 +276,7 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
         let p = pending.allValues
         pending.removeAll()
         for c in p { c(.failure(error)) }
+        failStreams(error)
     }
 
     // MARK: WebSocketHandler
@@ -275,6 +295,7 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
         }
         let message: BLIPMessage?
         do { message = try session.receive(frame: payload) } catch { fail(error); return }
+        if !openedStreams.isEmpty { dispatchOpenedStreams() }
         if let message { dispatch(message) }
         pump()
         // One read can hold dozens of requests. Replies are coalesced until the read callback
@@ -299,7 +320,7 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
                 request.respondError(domain: "BLIP", code: 404, message: BLIPConstants.noHandlerMessage)
             }
         case .response, .error:
-            guard let c = pending.removeValue(forKey: m.number) else { return }
+            guard let c = pending.removeValue(forKey: m.number) else { deliverStreamedResponse(m); return }
             if let e = m.error { c(.failure(.errorResponse(domain: e.domain, code: e.code, message: e.message))) }
             else { c(.success(m)) }
         default:

@@ -13,6 +13,10 @@ public enum BLIPError: Error, Sendable, Equatable, CustomStringConvertible {
     case webSocket(WebSocketError)
     /// The request could not be sent (e.g. a response to a NoReply request).
     case invalidRequest(String)
+    /// A streamed body was abandoned before its end (its producer failed or was dropped).
+    /// BLIP 3 cannot cancel one message, so the connection closed (1011) rather than let the
+    /// peer take a truncated body for a whole one.
+    case aborted(String)
 
     public var description: String {
         switch self {
@@ -21,6 +25,7 @@ public enum BLIPError: Error, Sendable, Equatable, CustomStringConvertible {
         case .disconnected(let s): return "disconnected: \(s)"
         case .webSocket(let e): return "WebSocket: \(e)"
         case .invalidRequest(let s): return "invalid request: \(s)"
+        case .aborted(let s): return "streamed body aborted: \(s)"
         }
     }
 }

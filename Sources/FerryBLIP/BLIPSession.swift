@@ -4,6 +4,12 @@ public struct BLIPConfiguration: Sendable {
     public var maxMessageSize = 64 << 20
     /// The deflate level for compressed messages (0 sends them uncompressed). Default 6.
     public var compressionLevel: Int32 = 6
+    /// How far a streamed body may run ahead of its consumer, in bytes. Sending: `write`
+    /// suspends while more than this is written and not yet framed. Receiving: the message's
+    /// ACKs are withheld while the reader has this much not yet taken (its sender then stops
+    /// at BLIP's 128,000-byte window), and the socket stops being read past four times this.
+    /// Default 256 KiB.
+    public var streamWindow = 256 * 1024
     /// Creates the defaults.
     public init() {}
 }
@@ -17,7 +23,7 @@ public final class BLIPSession {
     /// The limits.
     public let configuration: BLIPConfiguration
     private var outbox = Outbox()
-    private var acks: [[UInt8]] = []
+    var acks: [[UInt8]] = []
     /// Messages with frames left to send after their first, by number: what ACKs look up.
     /// Single-frame messages, the common case, never enter these tables.
     private var outgoingRequests = NumberMap<OutgoingMessage>()
@@ -26,10 +32,10 @@ public final class BLIPSession {
     private var incomingRequests = NumberMap<IncomingMessage>()
     private var incomingResponses = NumberMap<IncomingMessage>()
     /// Requests we sent that expect a response, by number (the value is unused).
-    private var awaitingResponse = NumberMap<Bool>()
+    var awaitingResponse = NumberMap<Bool>()
     /// Requests we received that expect a response, by number, with their urgency.
-    private var owedResponses = NumberMap<Bool>()
-    private var nextRequestNumber: UInt64 = 1
+    var owedResponses = NumberMap<Bool>()
+    var nextRequestNumber: UInt64 = 1
     private var lastIncomingRequest: UInt64 = 0
     private var outCRC = BLIPChecksum()
     /// Reused for the rare frame that spans a message's properties and body.
@@ -39,6 +45,10 @@ public final class BLIPSession {
     private var inCRC = BLIPChecksum()
     private lazy var deflater = BLIPDeflater(level: configuration.compressionLevel)
     private lazy var inflater = BLIPInflater(maxOutput: configuration.maxMessageSize + 64)
+    /// Asked once per multi-frame message, when its properties have arrived (the message is
+    /// given with an empty body): a body to stream it into, or nil to assemble it whole.
+    /// Must not call back into the session.
+    var openStream: ((BLIPMessage) -> IncomingBody?)?
 
     /// Creates a session.
     public init(configuration: BLIPConfiguration = BLIPConfiguration()) {
@@ -113,20 +123,23 @@ public final class BLIPSession {
         let nextIsUrgent = outbox.first?.isUrgent ?? false
         let budget = (!m.isUrgent && nextIsUrgent) ? BLIPConstants.frameSizeBeforeUrgent : BLIPConstants.maxFrameSize
         let offset = m.offset
-        let count = m.count
+        let count = m.end
         frame.reserveCapacity(min(budget, count - offset + 16) + 64)
         Varint.write(m.number, into: &frame)
         let headerLength = frame.count + 1
         let take = min(count - offset, budget - headerLength - 4)
-        let more = offset + take < count
+        let more = offset + take < count || !m.finished
         var flags = BLIPFlags(type: m.type, m.flags)
         if more { flags.insert(.moreComing) }
+        // The empty last frame of a streamed body goes uncompressed: zlib has no output for a
+        // second sync flush without input, so it could not be deflated.
+        if take == 0 { flags.remove(.compressed) }
         frame.append(flags.rawValue)
-        let compressed = m.flags.contains(.compressed)
+        let compressed = flags.contains(.compressed)
         // The running checksum is updated in a local copy: one access to the stored property
         // instead of one per update.
         var running = outCRC
-        if !compressed && offset == 0 && !more {
+        if !compressed && offset == 0 && !more && m.streamed == nil {
             // A whole uncompressed message in one frame (the common case): its properties are
             // encoded straight into the frame, with no separate head buffer.
             let start = frame.count
@@ -146,7 +159,7 @@ public final class BLIPSession {
         outCRC = running
         let crc = running.value
         withUnsafeBytes(of: crc.bigEndian) { frame.append(contentsOf: $0) }
-        m.offset = offset + take
+        if m.streamed == nil { m.offset = offset + take } else { m.advance(to: offset + take) }
         m.bytesSent += frame.count - headerLength
         messageBytesSent += frame.count
         if more {
@@ -155,7 +168,9 @@ public final class BLIPSession {
                 m.registered = true
                 if m.type == .request { outgoingRequests.insert(m, for: m.number) } else { outgoingResponses.insert(m, for: m.number) }
             }
-            if m.unacked >= BLIPConstants.maxUnackedBytes { m.frozen = true } else { enqueue(m) }
+            if m.unacked >= BLIPConstants.maxUnackedBytes { m.frozen = true }
+            else if !m.hasFrameReady { m.starved = true }   // a streamed body waiting for its producer
+            else { enqueue(m) }
         } else if m.registered {
             if m.type == .request { _ = outgoingRequests.removeValue(forKey: m.number) }
             else { _ = outgoingResponses.removeValue(forKey: m.number) }
@@ -166,7 +181,7 @@ public final class BLIPSession {
     /// Inserts a message per Protocol/blip.md §2.9: normal ones at the tail; urgent ones after
     /// the last urgent message's successor, or after the last unstarted message (new messages
     /// only, so first frames keep number order), else right after the head.
-    private func enqueue(_ m: OutgoingMessage) {
+    func enqueue(_ m: OutgoingMessage) {
         guard m.isUrgent, outbox.count > 1 else { outbox.append(m); return }
         var i = outbox.count - 1
         while i > 0 {
@@ -230,16 +245,17 @@ public final class BLIPSession {
         msg.bytesReceived += payload.count + 4
         if more {
             if msg.bytesReceived - msg.bytesAcked >= BLIPConstants.ackInterval {
-                msg.bytesAcked = msg.bytesReceived
-                var ack: [UInt8] = []
-                Varint.write(number, into: &ack)
-                ack.append(BLIPFlags(type: type == .request ? .ackRequest : .ackResponse, [.urgent, .noReply]).rawValue)
-                Varint.write(UInt64(msg.bytesReceived), into: &ack)
-                acks.append(ack)
+                // A streamed body whose reader is behind gets no ACK: its sender freezes at
+                // 128,000 unacknowledged bytes until the reader catches up (sendWithheldAck).
+                if let sink = msg.sink, sink.isBehind { sink.ackWithheld = true } else { acknowledge(msg) }
             }
             return nil
         }
         if type == .request { _ = incomingRequests.removeValue(forKey: number) } else { _ = incomingResponses.removeValue(forKey: number) }
+        if let sink = msg.sink {
+            sink.finish()
+            return nil
+        }
         let complete = try msg.complete()
         if type == .request && !complete.isNoReply { owedResponses.insert(complete.isUrgent, for: number) }
         return complete
@@ -249,6 +265,8 @@ public final class BLIPSession {
     /// message and properties size limits as the bytes arrive.
     private func absorb(_ bytes: UnsafeRawBufferPointer, into msg: IncomingMessage) throws(BLIPError) {
         inCRC.update(bytes)
+        // Streamed bodies have no size limit: they are never held whole.
+        if let sink = msg.sink { sink.append(bytes); return }
         if msg.count + bytes.count > configuration.maxMessageSize + 16 {
             throw .protocolError("message #\(msg.number) exceeds \(configuration.maxMessageSize) bytes")
         }
@@ -260,10 +278,45 @@ public final class BLIPSession {
                 msg.propertiesChecked = true
             }
         }
+        if msg.propertiesChecked && !msg.offered, let openStream { try offerStream(msg, openStream) }
+    }
+
+    /// Once `msg`'s properties are in, lets the owner take its body as a stream.
+    private func offerStream(_ msg: IncomingMessage, _ openStream: (BLIPMessage) -> IncomingBody?) throws(BLIPError) {
+        guard let (properties, headLength) = try msg.completeHead() else { return }
+        msg.offered = true
+        let head = BLIPMessage(type: msg.type, number: msg.number, flags: msg.flags.subtracting(.moreComing), properties: properties)
+        guard let sink = openStream(head) else { return }
+        msg.sink = sink
+        msg.moveBody(after: headLength, into: sink)
+        // The reader may answer before the body ends (an early error, or a reply streamed
+        // alongside), so the response is owed from now on.
+        if msg.type == .request && !head.isNoReply { owedResponses.insert(head.isUrgent, for: msg.number) }
+    }
+
+    /// Queues an ACK of everything received of `msg`.
+    private func acknowledge(_ msg: IncomingMessage) {
+        msg.bytesAcked = msg.bytesReceived
+        var ack: [UInt8] = []
+        Varint.write(msg.number, into: &ack)
+        ack.append(BLIPFlags(type: msg.type == .request ? .ackRequest : .ackResponse, [.urgent, .noReply]).rawValue)
+        Varint.write(UInt64(msg.bytesReceived), into: &ack)
+        acks.append(ack)
+    }
+
+    /// Sends the ACK held back while `body`'s reader was behind, if its message is still
+    /// arriving. Returns whether an ACK was queued.
+    @discardableResult
+    func sendWithheldAck(for body: IncomingBody) -> Bool {
+        guard body.ackWithheld else { return false }
+        body.ackWithheld = false
+        guard let msg = partial(body.type, body.number), msg.bytesReceived > msg.bytesAcked else { return false }
+        acknowledge(msg)
+        return true
     }
 
     /// The partly received message `number` of this kind, if any.
-    private func partial(_ type: BLIPMessageType, _ number: UInt64) -> IncomingMessage? {
+    func partial(_ type: BLIPMessageType, _ number: UInt64) -> IncomingMessage? {
         if type == .request { return incomingRequests.isEmpty ? nil : incomingRequests[number] }
         return incomingResponses.isEmpty ? nil : incomingResponses[number]
     }
@@ -295,7 +348,7 @@ public final class BLIPSession {
         m.bytesAcked = count
         if m.frozen && m.unacked < BLIPConstants.maxUnackedBytes {
             m.frozen = false
-            enqueue(m)
+            if m.hasFrameReady { enqueue(m) } else { m.starved = true }
         }
     }
 }

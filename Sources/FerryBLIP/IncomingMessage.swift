@@ -24,6 +24,11 @@ final class IncomingMessage {
     var bytesAcked = 0
     /// Whether the properties' length has arrived and passed the size limit.
     var propertiesChecked = false
+    /// Whether the owner was offered to stream the body (once, when the properties arrived).
+    var offered = false
+    /// Where the body goes when it is streamed: set when the owner accepts, after which
+    /// nothing is assembled here.
+    var sink: IncomingBody?
 
     init(type: BLIPMessageType, number: UInt64, flags: BLIPFlags) {
         self.type = type; self.number = number; self.flags = flags
@@ -50,6 +55,32 @@ final class IncomingMessage {
         try (chunks.first ?? tail).withUnsafeBytes { raw in
             Result { () throws(BLIPError) in try Varint.read(raw, at: 0)?.0 }
         }.get()
+    }
+
+    /// The properties and the head's length, once the whole properties block has arrived
+    /// (it lies in the first chunk: the block is at most 100 KiB).
+    func completeHead() throws(BLIPError) -> (BLIPProperties, Int)? {
+        try (chunks.first ?? tail).withUnsafeBytes { raw in
+            Result { () throws(BLIPError) -> (BLIPProperties, Int)? in
+                guard let (len, n) = try Varint.read(raw, at: 0), len <= UInt64(BLIPConstants.maxPropertiesSize),
+                      n + Int(len) <= raw.count else { return nil }
+                return try Self.parseHead(raw)
+            }
+        }.get()
+    }
+
+    /// Hands the body bytes received so far (after a head of `headLength` bytes) to `sink`
+    /// and frees them here.
+    func moveBody(after headLength: Int, into sink: IncomingBody) {
+        var pieces = chunks
+        pieces.append(tail)
+        chunks = []
+        tail = []
+        for (i, piece) in pieces.enumerated() {
+            let skip = i == 0 ? headLength : 0
+            guard piece.count > skip else { continue }
+            piece.withUnsafeBytes { sink.append(UnsafeRawBufferPointer(rebasing: $0[skip...])) }
+        }
     }
 
     /// Builds the message once all its frames are in.

@@ -64,6 +64,7 @@ public enum ReplicationError: Error, Sendable, Equatable, CustomStringConvertibl
         case .protocolError(let s): self = .protocolError(s)
         case .invalidRequest(let s): self = .protocolError(s)
         case .disconnected(let s): self = .connection(s)
+        case .aborted(let s): self = .connection("streamed body aborted: \(s)")   // the connection closed
         case .webSocket(let ws):
             if case let .upgradeRejected(status, reason, _) = ws { self = .httpStatus(status, reason) }
             else if case .invalidURL(let s) = ws { self = .invalidURL(s) }

@@ -60,12 +60,13 @@ import Testing
         return line.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") }
     }
 
-    /// Issue #5's memory bound: a 100 MiB body, sent and echoed between two processes, needs
-    /// little more than the body itself on each side. The echo server holds the request body
-    /// (its response reuses the same buffer); the client holds its request body and the echoed
-    /// one. Each process's growth of peak resident memory (VmHWM) is checked against those
-    /// bodies plus 24 MiB; a receiver that grew one doubling array (a 64 → 128 MiB copy) or a
-    /// sender that buffered its frames would exceed it.
+    /// Whole bodies (`BLIPMessage.body`, not streamed): a 100 MiB body, sent and echoed between
+    /// two processes, needs little more than the body itself on each side. The echo server
+    /// holds the request body (its response reuses the same buffer); the client holds its
+    /// request body and the echoed one. Each process's growth of peak resident memory (VmHWM)
+    /// is checked against those bodies plus 24 MiB; a receiver that grew one doubling array (a
+    /// 64 → 128 MiB copy) or a sender that buffered its frames would exceed it. Streamed bodies,
+    /// which neither side holds, are checked by `hundredMiBStreamedEachWayNeedsOnlyAFewMiB`.
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: echo), "needs .build/debug/ferry-echo (swift build)"),
           .timeLimit(.minutes(5)))
     func hundredMiBEchoStaysNearOneBodyPerProcess() async throws {
@@ -86,5 +87,32 @@ import Testing
         print("100 MiB echo: server VmHWM \(serverBase) → \(serverPeak) kB, client \(numbers[0]) → \(numbers[1]) kB")
         #expect(serverGrowth <= body + slack, "server grew \(serverGrowth >> 20) MiB for a 100 MiB body")
         #expect(clientGrowth <= 2 * body + slack, "client grew \(clientGrowth >> 20) MiB for 2 × 100 MiB bodies")
+    }
+
+    /// Issue #5, point 3: a 100 MiB body streamed from the client to the server (which reads
+    /// it into a CRC-32) and a 100 MiB body streamed back (generated piece by piece, checked by
+    /// CRC-32 on arrival) need a few MiB of resident memory on each side, not the body: the
+    /// writers stop at the stream window, the readers' buffers are bounded by withheld ACKs.
+    /// Each child's VmHWM growth must stay within 16 MiB.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: echo), "needs .build/debug/ferry-echo (swift build)"),
+          .timeLimit(.minutes(5)))
+    func hundredMiBStreamedEachWayNeedsOnlyAFewMiB() async throws {
+        let body = 100 << 20
+        let bound = 16 << 20
+        let (server, port) = try Self.serve()
+        defer { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }
+        let serverBase = try #require(Self.peakResidentKiB(pid: server.processIdentifier))
+        let (status, output) = try await Self.clientOffPool(["--url", "ws://127.0.0.1:\(port)/blip", "--stream-bytes", String(body),
+                                                             "--report-memory"])
+        #expect(status == 0 && output.contains("streamed \(body) bytes up and down: ok"), "\(output)")
+        let serverPeak = try #require(Self.peakResidentKiB(pid: server.processIdentifier))
+        let numbers = output.split(separator: "\n").filter { $0.hasPrefix("VmHWM") }
+            .compactMap { Int($0.split(separator: " ").dropLast().last ?? "") }
+        try #require(numbers.count == 2, "\(output)")
+        let serverGrowth = (serverPeak - serverBase) * 1024
+        let clientGrowth = (numbers[1] - numbers[0]) * 1024
+        print("100 MiB streamed each way: server VmHWM \(serverBase) → \(serverPeak) kB, client \(numbers[0]) → \(numbers[1]) kB")
+        #expect(serverGrowth <= bound, "server grew \(serverGrowth >> 10) KiB streaming 2 × 100 MiB")
+        #expect(clientGrowth <= bound, "client grew \(clientGrowth >> 10) KiB streaming 2 × 100 MiB")
     }
 }
