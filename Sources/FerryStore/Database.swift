@@ -66,7 +66,9 @@ public final class Database: Sendable {
             throw error
         }
         let db = Database(path: path, uuid: opened.uuid, options: options,
-                          writer: Writer(connection: conn, lastSequence: opened.lastSequence))
+                          writer: Writer(connection: conn, lastSequence: opened.lastSequence,
+                                         checkpointer: WALCheckpointer(path: path, thresholdPages: options.walAutoCheckpointPages,
+                                                                       synchronous: options.durability == .full ? "FULL" : "NORMAL")))
         db.logger.debug("opened \(path) uuid=\(opened.uuid) lastSequence=\(opened.lastSequence)")
         return db
     }

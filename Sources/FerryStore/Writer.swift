@@ -18,9 +18,14 @@ final class Writer: Sendable {
     private let state: Mutex<State>
     let notifier: ChangeNotifier
 
-    init(connection: Connection, lastSequence: Int64) {
+    /// Checkpoints the WAL off the writer's thread, when the database has one.
+    private let checkpointer: WALCheckpointer?
+
+    init(connection: Connection, lastSequence: Int64, checkpointer: WALCheckpointer? = nil) {
         state = Mutex(State(connection: connection, lastSequence: lastSequence))
         notifier = ChangeNotifier(lastSequence: lastSequence)
+        self.checkpointer = checkpointer
+        checkpointer?.install(on: connection.handle)
     }
 
     /// Runs `body` in one write transaction. The sequence counter only advances if it commits.
@@ -96,7 +101,10 @@ final class Writer: Sendable {
             defer { s.connection = nil }
             return s.connection
         }
-        // Closing the last connection checkpoints the WAL into the main file.
+        // The checkpointer's connection closes first, so closing the write connection — the
+        // last one — checkpoints the WAL into the main file and removes it.
+        if let conn { checkpointer?.uninstall(from: conn.handle) }
+        checkpointer?.close()
         conn?.close()
         notifier.close()
     }
