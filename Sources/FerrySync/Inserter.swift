@@ -6,10 +6,11 @@ import Synchronization
 /// reply to a `rev` always means the revision is durable, and a stream of small revisions costs
 /// one commit per batch rather than one per revision.
 ///
-/// When the protocol says more revisions are on their way (`expect`), a batch smaller than
-/// `lingerBatch` waits up to `lingerTime` for them: without it a stream splits into many
-/// transactions of a few revisions, each paying a commit. `lingerBatch` stays well under the
-/// sender's window of unanswered revisions, so the sender is never stalled waiting on a batch.
+/// When the protocol says more revisions are on their way (`expect`), a batch smaller than the
+/// linger size (64; `setLingerBatch`) waits up to `lingerTime` for them: without it a stream
+/// splits into many transactions of a few revisions, each paying a commit. The linger size must
+/// stay well under the sender's window of unanswered revisions (a pull feed's is one batch), so
+/// the sender is never stalled waiting on a batch.
 final class Inserter: Sendable {
     typealias Completion = @Sendable (Result<InsertOutcome, StoreError>) -> Void
 
@@ -38,10 +39,10 @@ final class Inserter: Sendable {
         var closed = false
         /// Revisions announced and not yet queued (a hint: norev and failures take theirs back).
         var expected = 0
+        /// A batch smaller than this waits (briefly) for revisions announced as coming.
+        var lingerBatch = 64
     }
     private let queue = Mutex(Queue())
-    /// A batch smaller than this waits (briefly) for revisions announced as coming.
-    static let lingerBatch = 64
     static let lingerTime: Duration = .milliseconds(2)
     private let worker = Mutex<Task<Void, Never>?>(nil)
 
@@ -79,6 +80,12 @@ final class Inserter: Sendable {
         waiter?.resume()
     }
 
+    /// Sets the batch size under which the inserter waits for announced revisions (a puller
+    /// sets half its `changes` batch size: the feeder never has more unanswered).
+    func setLingerBatch(_ n: Int) {
+        queue.withLock { $0.lingerBatch = max(1, n) }
+    }
+
     /// Stops after the queued revisions are stored.
     func close() async {
         let waiter = queue.withLock { q -> CheckedContinuation<Void, Never>? in
@@ -93,8 +100,8 @@ final class Inserter: Sendable {
     private func run() async {
         while true {
             await waitForWork(threshold: 1)
-            if queue.withLock({ $0.wantsToLinger(Self.lingerBatch) }) {
-                await waitForWork(threshold: Self.lingerBatch, timeout: Self.lingerTime)
+            if let batch = queue.withLock({ $0.wantsToLinger ? $0.lingerBatch : nil }) {
+                await waitForWork(threshold: batch, timeout: Self.lingerTime)
             }
             guard let items = takeNow() else { return }
             if !items.isEmpty { insert(items) }
@@ -175,8 +182,8 @@ extension Inserter.Queue {
     }
 
     /// Whether a batch of what is queued now should wait for the revisions still expected.
-    func wantsToLinger(_ batch: Int) -> Bool {
-        !closed && expected > 0 && items.count < batch
+    var wantsToLinger: Bool {
+        !closed && expected > 0 && items.count < lingerBatch
     }
 
     /// Hands out the waiter if it may run now.

@@ -99,6 +99,7 @@ final class Puller: Sendable {
     /// Sends `subChanges`; the peer's changes then arrive on their own.
     func start(since: JSONValue, continuous: Bool, batchSize: Int, filter: String?, parameters: [String: String],
                documentIDs: [String]?) async throws(ReplicationError) {
+        inserter.setLingerBatch(min(64, batchSize / 2))
         var props: BLIPProperties = [("since", String(decoding: CanonicalJSON.encode(since), as: UTF8.self)),
                                      ("batch", String(batchSize))]
         if continuous { props["continuous"] = "true" }

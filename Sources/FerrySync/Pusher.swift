@@ -79,13 +79,14 @@ final class Pusher: Sendable {
         reporter.found(counted, direction: .push)
         // An active push keeps several batches in flight (proposing the next ones while earlier
         // revisions are being stored), checkpointing them in order: a batch lost to a crash is
-        // only re-proposed, and the peer answers 304 for what it already stored. A feed for a pull streams: the next batch's
-        // `changes` go out while the previous revisions are being stored, and a window bounds
-        // the revisions unanswered to one batch, so a killed puller is re-sent at most that many.
+        // only re-proposed, and the peer answers 304 for what it already stored. A feed for a
+        // pull streams: the next batch's `changes` go out while the previous revisions are being
+        // stored, and a window bounds the unanswered revisions to one batch, so a killed puller
+        // is re-sent at most that many.
         var inFlight: [(task: Task<Result<Void, ReplicationError>, Never>, last: Int64)] = []
         let window: RevWindow?
         if case .changes = mode { window = RevWindow(capacity: batchSize) } else { window = nil }
-        /// Completes the oldest batches until at most `keep` are in flight.
+        // Completes the oldest batches until at most `keep` are in flight.
         func settle(keeping keep: Int = 0) async throws(ReplicationError) {
             if let window { try await window.drain() }
             while inFlight.count > keep {
