@@ -3,12 +3,8 @@ extension BLIPSession {
     /// `request.body`, if any, is its start. Numbered like any request. Until `finish`, every
     /// frame of it has MoreComing, and it leaves the queue whenever it has nothing to frame.
     func sendStreamed(request: BLIPMessage) -> OutgoingMessage {
-        let number = nextRequestNumber
-        nextRequestNumber += 1
-        var flags = request.flags.intersection([.urgent, .compressed, .noReply])
-        if configuration.compressionLevel == 0 { flags.remove(.compressed) }
+        let (number, flags) = numberRequest(request)
         let m = OutgoingMessage(streaming: .request, number: number, flags: flags, message: request)
-        if !flags.contains(.noReply) { awaitingResponse.insert(true, for: number) }
         enqueue(m)
         return m
     }
@@ -16,13 +12,7 @@ extension BLIPSession {
     /// Queues a response to request `number` whose body is written piece by piece. Throws like
     /// `send(response:to:)`.
     func sendStreamed(response: BLIPMessage, to number: UInt64) throws(BLIPError) -> OutgoingMessage {
-        guard let urgent = owedResponses.removeValue(forKey: number) else {
-            throw .invalidRequest("no response is owed to request #\(number)")
-        }
-        var flags = response.flags.intersection([.compressed])
-        if urgent { flags.insert(.urgent) }
-        if configuration.compressionLevel == 0 { flags.remove(.compressed) }
-        let type: BLIPMessageType = response.type == .error ? .error : .response
+        let (type, flags) = try claimResponse(response, to: number)
         let m = OutgoingMessage(streaming: type, number: number, flags: flags, message: response)
         enqueue(m)
         return m

@@ -67,28 +67,40 @@ public final class BLIPSession {
     /// in the order their first frames are sent).
     @discardableResult
     public func send(request: BLIPMessage) -> UInt64 {
+        let (number, flags) = numberRequest(request)
+        enqueue(OutgoingMessage(type: .request, number: number, flags: flags, message: request))
+        return number
+    }
+
+    /// Gives a request its number and the flags it goes out with, and records that it awaits a
+    /// response (unless NoReply).
+    func numberRequest(_ request: BLIPMessage) -> (UInt64, BLIPFlags) {
         let number = nextRequestNumber
         nextRequestNumber += 1
         var flags = request.flags.intersection([.urgent, .compressed, .noReply])
         if configuration.compressionLevel == 0 { flags.remove(.compressed) }
-        let m = OutgoingMessage(type: .request, number: number, flags: flags, message: request)
         if !flags.contains(.noReply) { awaitingResponse.insert(true, for: number) }
-        enqueue(m)
-        return number
+        return (number, flags)
     }
 
     /// Queues the response (or error response, `type: .error`) to request `number`. The
     /// response is urgent when the request was. Throws for a request that wants none or was
     /// already answered.
     public func send(response: BLIPMessage, to number: UInt64) throws(BLIPError) {
+        let (type, flags) = try claimResponse(response, to: number)
+        enqueue(OutgoingMessage(type: type, number: number, flags: flags, message: response))
+    }
+
+    /// Takes the response owed to request `number` (throws if none is) and gives its message
+    /// type and flags: urgent when the request was.
+    func claimResponse(_ response: BLIPMessage, to number: UInt64) throws(BLIPError) -> (BLIPMessageType, BLIPFlags) {
         guard let urgent = owedResponses.removeValue(forKey: number) else {
             throw .invalidRequest("no response is owed to request #\(number)")
         }
         var flags = response.flags.intersection([.compressed])
         if urgent { flags.insert(.urgent) }
         if configuration.compressionLevel == 0 { flags.remove(.compressed) }
-        let type: BLIPMessageType = response.type == .error ? .error : .response
-        enqueue(OutgoingMessage(type: type, number: number, flags: flags, message: response))
+        return (response.type == .error ? .error : .response, flags)
     }
 
     /// Queues an error response to request `number`.

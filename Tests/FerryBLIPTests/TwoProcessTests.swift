@@ -53,6 +53,24 @@ import Testing
         #expect(bigStatus == 0 && bigOutput.contains("4 passed, 0 failed"), "\(bigOutput)")
     }
 
+    /// Runs `blip-client` (with the arguments `client` gives for the port) against a fresh
+    /// `blip-serve` and returns its exit status and output, and how much each process's peak
+    /// resident memory (VmHWM) grew meanwhile, in bytes (the client reports its own with
+    /// `--report-memory`).
+    static func memoryGrowth(label: String, server serverArguments: [String] = [], client arguments: (Int) -> [String])
+        async throws -> (status: Int32, output: String, server: Int, client: Int) {
+        let (server, port) = try serve(serverArguments)
+        defer { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }
+        let serverBase = try #require(peakResidentKiB(pid: server.processIdentifier))
+        let (status, output) = try await clientOffPool(arguments(port))
+        let serverPeak = try #require(peakResidentKiB(pid: server.processIdentifier))
+        let numbers = output.split(separator: "\n").filter { $0.hasPrefix("VmHWM") }
+            .compactMap { Int($0.split(separator: " ").dropLast().last ?? "") }
+        try #require(numbers.count == 2, "\(output)")
+        print("\(label): server VmHWM \(serverBase) → \(serverPeak) kB, client \(numbers[0]) → \(numbers[1]) kB")
+        return (status, output, (serverPeak - serverBase) * 1024, (numbers[1] - numbers[0]) * 1024)
+    }
+
     /// A process's peak resident set (VmHWM), in KiB.
     static func peakResidentKiB(pid: Int32) -> Int? {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
@@ -72,19 +90,12 @@ import Testing
     func hundredMiBEchoStaysNearOneBodyPerProcess() async throws {
         let body = 100 << 20
         let slack = 24 << 20
-        let (server, port) = try Self.serve(["--max-message-mib", "128"])
-        defer { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }
-        let serverBase = try #require(Self.peakResidentKiB(pid: server.processIdentifier))
-        let (status, output) = try await Self.clientOffPool(["--url", "ws://127.0.0.1:\(port)/blip", "--count", "1", "--sizes", String(body),
-                                                "--parallel", "1", "--max-message-mib", "128", "--report-memory"])
-        #expect(status == 0 && output.contains("1 passed, 0 failed"), "\(output)")
-        let serverPeak = try #require(Self.peakResidentKiB(pid: server.processIdentifier))
-        let numbers = output.split(separator: "\n").filter { $0.hasPrefix("VmHWM") }
-            .compactMap { Int($0.split(separator: " ").dropLast().last ?? "") }
-        try #require(numbers.count == 2, "\(output)")
-        let serverGrowth = (serverPeak - serverBase) * 1024
-        let clientGrowth = (numbers[1] - numbers[0]) * 1024
-        print("100 MiB echo: server VmHWM \(serverBase) → \(serverPeak) kB, client \(numbers[0]) → \(numbers[1]) kB")
+        let run = try await Self.memoryGrowth(label: "100 MiB echo", server: ["--max-message-mib", "128"]) { port in
+            ["--url", "ws://127.0.0.1:\(port)/blip", "--count", "1", "--sizes", String(body), "--parallel", "1",
+             "--max-message-mib", "128", "--report-memory"]
+        }
+        #expect(run.status == 0 && run.output.contains("1 passed, 0 failed"), "\(run.output)")
+        let (serverGrowth, clientGrowth) = (run.server, run.client)
         #expect(serverGrowth <= body + slack, "server grew \(serverGrowth >> 20) MiB for a 100 MiB body")
         #expect(clientGrowth <= 2 * body + slack, "client grew \(clientGrowth >> 20) MiB for 2 × 100 MiB bodies")
     }
@@ -99,19 +110,11 @@ import Testing
     func hundredMiBStreamedEachWayNeedsOnlyAFewMiB() async throws {
         let body = 100 << 20
         let bound = 16 << 20
-        let (server, port) = try Self.serve()
-        defer { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }
-        let serverBase = try #require(Self.peakResidentKiB(pid: server.processIdentifier))
-        let (status, output) = try await Self.clientOffPool(["--url", "ws://127.0.0.1:\(port)/blip", "--stream-bytes", String(body),
-                                                             "--report-memory"])
-        #expect(status == 0 && output.contains("streamed \(body) bytes up and down: ok"), "\(output)")
-        let serverPeak = try #require(Self.peakResidentKiB(pid: server.processIdentifier))
-        let numbers = output.split(separator: "\n").filter { $0.hasPrefix("VmHWM") }
-            .compactMap { Int($0.split(separator: " ").dropLast().last ?? "") }
-        try #require(numbers.count == 2, "\(output)")
-        let serverGrowth = (serverPeak - serverBase) * 1024
-        let clientGrowth = (numbers[1] - numbers[0]) * 1024
-        print("100 MiB streamed each way: server VmHWM \(serverBase) → \(serverPeak) kB, client \(numbers[0]) → \(numbers[1]) kB")
+        let run = try await Self.memoryGrowth(label: "100 MiB streamed each way") { port in
+            ["--url", "ws://127.0.0.1:\(port)/blip", "--stream-bytes", String(body), "--report-memory"]
+        }
+        #expect(run.status == 0 && run.output.contains("streamed \(body) bytes up and down: ok"), "\(run.output)")
+        let (serverGrowth, clientGrowth) = (run.server, run.client)
         #expect(serverGrowth <= bound, "server grew \(serverGrowth >> 10) KiB streaming 2 × 100 MiB")
         #expect(clientGrowth <= bound, "client grew \(clientGrowth >> 10) KiB streaming 2 × 100 MiB")
     }
