@@ -8,8 +8,9 @@ import Synchronization
 /// writer and stalled a replication's pipeline while the other core idled.
 ///
 /// Checkpoints are PASSIVE (they never wait for readers or the writer). If they fall behind —
-/// the WAL reaches four times the threshold — the committing writer checkpoints itself, as
-/// SQLite would, so the WAL stays bounded. Durability is unchanged: a checkpoint only copies
+/// the WAL reaches four times the threshold, e.g. on a loaded machine — the committing writer
+/// runs a FULL checkpoint itself (after the background one in progress, if any), so the WAL
+/// stays bounded: the writer is slowed rather than the file left to grow. Durability is unchanged: a checkpoint only copies
 /// committed pages, with the same `synchronous` setting as the writer.
 ///
 /// Safety of `@unchecked Sendable`: `connection` is used only on `queue`; everything else is
@@ -45,7 +46,14 @@ final class WALCheckpointer: @unchecked Sendable {
     /// Called by SQLite on the writer's thread after each commit, with the WAL's size in pages.
     private func committed(db: OpaquePointer, walPages: Int32) {
         if walPages >= threshold &* 4 {
-            _ = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+            // FULL copies every frame (waiting for readers), so the next write restarts the
+            // WAL. SQLite does not wait for the checkpoint lock, though: while the background
+            // checkpoint holds it the call returns BUSY at once, so wait for that one to end
+            // (this queue is serial) and try again.
+            if sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_FULL, nil, nil) == SQLITE_BUSY {
+                queue.sync {}
+                _ = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_FULL, nil, nil)
+            }
             return
         }
         guard walPages >= threshold else { return }
