@@ -125,13 +125,7 @@ final class IncomingBody: @unchecked Sendable {
         let c = chunks[head]
         chunks[head] = []
         head += 1
-        if head == chunks.count {
-            chunks.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head >= 32 && head * 2 >= chunks.count {
-            chunks.removeFirst(head)
-            head = 0
-        }
+        compactConsumed(&chunks, head: &head)
         bufferedBytes -= c.count
         if bufferedBytes <= softLimit { relievePressure() }
         return c

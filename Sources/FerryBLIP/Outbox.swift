@@ -27,13 +27,21 @@ struct Outbox {
         let m = storage[head]
         storage[head] = nil
         head += 1
-        if head == storage.count {
-            storage.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head >= 32 && head * 2 >= storage.count {
-            storage.removeFirst(head)
-            head = 0
-        }
+        compactConsumed(&storage, head: &head)
         return m
+    }
+}
+
+/// Drops the consumed front (`[0, head)`) of an array used as a queue behind a head index: at
+/// once when everything is consumed (keeping the capacity), else only once the consumed part is
+/// at least 32 entries and half the array, so each entry is moved O(1) times on average.
+@inline(__always)
+func compactConsumed<Element>(_ storage: inout [Element], head: inout Int) {
+    if head == storage.count {
+        storage.removeAll(keepingCapacity: true)
+        head = 0
+    } else if head >= 32 && head * 2 >= storage.count {
+        storage.removeFirst(head)
+        head = 0
     }
 }

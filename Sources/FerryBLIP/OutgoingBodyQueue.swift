@@ -62,12 +62,6 @@ final class OutgoingBodyQueue {
             head += 1
             headOffset = 0
         }
-        if head == pieces.count {
-            pieces.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head >= 32 && head * 2 >= pieces.count {
-            pieces.removeFirst(head)
-            head = 0
-        }
+        compactConsumed(&pieces, head: &head)
     }
 }
