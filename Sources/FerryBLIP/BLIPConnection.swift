@@ -204,12 +204,29 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
 
     private func sendOnLoop(_ request: BLIPMessage, _ completion: @escaping (Result<BLIPMessage, BLIPError>) -> Void) {
         if let e = closedOnLoop ?? closedState.withLock({ $0?.error }) { completion(.failure(e)); return }
-        let number = session.send(request: request)
+        let (number, flags) = session.numberRequest(request)
         if request.isNoReply {
             completion(.success(BLIPMessage(type: .response, number: number)))
         } else {
             pending.insert(completion, for: number)
         }
+        transmit(type: .request, number: number, flags: flags, message: request)
+    }
+
+    /// Sends a numbered message: framed at once when nothing is queued ahead of it and the
+    /// socket is writable (`BLIPSession.frameWhole`), else queued for `pump`.
+    private func transmit(type: BLIPMessageType, number: UInt64, flags: BLIPFlags, message: BLIPMessage) {
+        if let ws, ws.isOpen, ws.isWritable {
+            var buffer = frameBuffer
+            frameBuffer = []
+            defer { frameBuffer = buffer }
+            if session.frameWhole(type: type, number: number, flags: flags, message: message, into: &buffer,
+                                  emit: { ws.send(.binary, head: $0, body: $1, tail: $2) }) {
+                if !blockedWriters.isEmpty { resumeDrainedWriters() }
+                return
+            }
+        }
+        session.enqueue(OutgoingMessage(type: type, number: number, flags: flags, message: message))
         pump()
     }
 
@@ -227,11 +244,12 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
     }
 
     private func sendResponseOnLoop(_ reply: BLIPMessage, _ number: UInt64) {
-        do { try session.send(response: reply, to: number) } catch {
+        let type: BLIPMessageType, flags: BLIPFlags
+        do { (type, flags) = try session.claimResponse(reply, to: number) } catch {
             logger.warning("cannot respond", metadata: ["request": "\(number)", "error": "\(error)"])
             return
         }
-        pump()
+        transmit(type: type, number: number, flags: flags, message: reply)
     }
 
     /// Writes frames while the socket takes them; flow control and writability pause it.
@@ -243,9 +261,7 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
         frameBuffer = []
         defer { frameBuffer = buffer }
         do throws(BLIPError) {
-            while ws.isWritable, try session.nextFrame(into: &buffer) {
-                ws.send(.binary, buffer)
-            }
+            while ws.isWritable, try session.nextFrame(into: &buffer, emit: { ws.send(.binary, head: $0, body: $1, tail: $2) }) {}
         } catch {
             fail(error)
         }

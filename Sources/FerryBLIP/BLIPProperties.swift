@@ -1,3 +1,5 @@
+import FerryWebSocket
+
 /// The properties of a BLIP message: ordered string pairs, encoded as
 /// `key NUL value NUL …` behind a varint of their length (Protocol/blip.md §5).
 public struct BLIPProperties: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral, ExpressibleByArrayLiteral {
@@ -69,7 +71,10 @@ public struct BLIPProperties: Sendable, Equatable, Sequence, ExpressibleByDictio
         var seen: Set<String>?
         for i in 0..<bytes.count where bytes[i] == 0 {
             let slice = UnsafeRawBufferPointer(rebasing: bytes[start..<i])
-            guard let s = String(validating: slice, as: UTF8.self) else { throw .protocolError("properties not UTF-8") }
+            // Checked by our own validator, then decoded without a second generic validation
+            // (`String(validating:as:)` instantiated generic metadata on every call).
+            guard UTF8Validator.isValid(slice) else { throw .protocolError("properties not UTF-8") }
+            let s = String(decoding: slice.assumingMemoryBound(to: UInt8.self), as: UTF8.self)
             start = i + 1
             guard let k = key else { key = s; continue }
             key = nil

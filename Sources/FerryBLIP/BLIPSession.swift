@@ -135,16 +135,39 @@ public final class BLIPSession {
     /// connection reuses one buffer for every frame). Returns false, leaving `frame` empty, if
     /// nothing can go now.
     public func nextFrame(into frame: inout [UInt8]) throws(BLIPError) -> Bool {
-        frame.removeAll(keepingCapacity: true)
-        if !acks.isEmpty { frame.append(contentsOf: acks.removeFirst()); return true }
+        var whole: [UInt8] = []
+        let framed = try nextFrame(into: &frame) { head, body, tail in
+            whole.reserveCapacity(head.count + body.count + tail.count)
+            whole.append(contentsOf: head); whole.append(contentsOf: body); whole.append(contentsOf: tail)
+        }
+        frame = whole
+        return framed
+    }
+
+    /// An empty part for `emit`.
+    static var noBytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: nil, count: 0) }
+
+    /// Frames the next frame and hands it to `emit` as three parts to send back to back, so the
+    /// message's bytes need not be copied into a frame buffer first: the frame's start (built in
+    /// `head`, the caller's buffer, reused between frames: message number, flags, and whatever
+    /// had to be built, such as encoded properties or compressed data), a slice of the message
+    /// (may be empty) and the 4-byte checksum (empty for an ACK). The parts are valid only
+    /// during `emit`. Returns false, calling nothing, if nothing can go now.
+    public func nextFrame(into head: inout [UInt8],
+                          emit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void) throws(BLIPError) -> Bool {
+        head.removeAll(keepingCapacity: true)
+        if !acks.isEmpty {
+            head.append(contentsOf: acks.removeFirst())
+            head.withUnsafeBytes { emit($0, Self.noBytes, Self.noBytes) }
+            return true
+        }
         guard let m = outbox.popFirst() else { return false }
         let nextIsUrgent = outbox.first?.isUrgent ?? false
         let budget = (!m.isUrgent && nextIsUrgent) ? BLIPConstants.frameSizeBeforeUrgent : BLIPConstants.maxFrameSize
         let offset = m.offset
         let count = m.end
-        frame.reserveCapacity(min(budget, count - offset + 16) + 64)
-        Varint.write(m.number, into: &frame)
-        let headerLength = frame.count + 1
+        Varint.write(m.number, into: &head)
+        let headerLength = head.count + 1
         let take = min(count - offset, budget - headerLength - 4)
         let more = offset + take < count || !m.finished
         var flags = BLIPFlags(type: m.type, m.flags)
@@ -152,34 +175,46 @@ public final class BLIPSession {
         // The empty last frame of a streamed body goes uncompressed: zlib has no output for a
         // second sync flush without input, so it could not be deflated.
         if take == 0 { flags.remove(.compressed) }
-        frame.append(flags.rawValue)
+        head.append(flags.rawValue)
         let compressed = flags.contains(.compressed)
         // The running checksum is updated in a local copy: one access to the stored property
         // instead of one per update.
         var running = outCRC
+        let frameLength: Int
         if !compressed && offset == 0 && !more && m.streamed == nil {
             // A whole uncompressed message in one frame (the common case): its properties are
-            // encoded straight into the frame, with no separate head buffer.
-            let start = frame.count
-            m.writePrefix(into: &frame)
-            frame.append(contentsOf: m.body)
-            frame.withUnsafeBytes { running.update(UnsafeRawBufferPointer(rebasing: $0[start...])) }
-        } else {
-            try m.withSlice(offset, take, scratch: &scratch) { (slice) throws(BLIPError) in
-                running.update(slice)
-                if compressed {
-                    try deflater.compress(slice, into: &frame)
-                } else {
-                    frame.append(contentsOf: slice)
+            // encoded straight into the head, the body goes out from the message itself.
+            m.writePrefix(into: &head)
+            head.withUnsafeBytes { running.update(UnsafeRawBufferPointer(rebasing: $0[headerLength...])) }
+            m.body.withUnsafeBytes { body in
+                running.update(body)
+                withUnsafeBytes(of: running.value.bigEndian) { crc in
+                    head.withUnsafeBytes { emit($0, body, crc) }
                 }
             }
+            frameLength = head.count + m.body.count + 4
+        } else if compressed {
+            try m.withSlice(offset, take, scratch: &scratch) { (slice) throws(BLIPError) in
+                running.update(slice)
+                try deflater.compress(slice, into: &head)
+            }
+            withUnsafeBytes(of: running.value.bigEndian) { crc in
+                head.withUnsafeBytes { emit($0, Self.noBytes, crc) }
+            }
+            frameLength = head.count + 4
+        } else {
+            try m.withSlice(offset, take, scratch: &scratch) { slice in
+                running.update(slice)
+                withUnsafeBytes(of: running.value.bigEndian) { crc in
+                    head.withUnsafeBytes { emit($0, slice, crc) }
+                }
+            }
+            frameLength = head.count + take + 4
         }
         outCRC = running
-        let crc = running.value
-        withUnsafeBytes(of: crc.bigEndian) { frame.append(contentsOf: $0) }
         if m.streamed == nil { m.offset = offset + take } else { m.advance(to: offset + take) }
-        m.bytesSent += frame.count - headerLength
-        messageBytesSent += frame.count
+        m.bytesSent += frameLength - headerLength
+        messageBytesSent += frameLength
         if more {
             if !m.registered {
                 // Now that it spans frames, ACKs may name it.
@@ -193,6 +228,36 @@ public final class BLIPSession {
             if m.type == .request { _ = outgoingRequests.removeValue(forKey: m.number) }
             else { _ = outgoingResponses.removeValue(forKey: m.number) }
         }
+        return true
+    }
+
+    /// Frames a message that goes out whole in one uncompressed frame when nothing is queued
+    /// ahead of it (no message, no ACK), handing the parts to `emit` as `nextFrame` does: the
+    /// frame `enqueue` and then `nextFrame` would produce, byte for byte, without allocating an
+    /// `OutgoingMessage` — the usual case of a request or reply sent while the socket is
+    /// writable. Returns false, calling nothing, when the message must be queued instead.
+    func frameWhole(type: BLIPMessageType, number: UInt64, flags: BLIPFlags, message: BLIPMessage, into head: inout [UInt8],
+                    emit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void) -> Bool {
+        guard outbox.isEmpty, acks.isEmpty, !flags.contains(.compressed) else { return false }
+        let propertiesLength = message.properties.encodedLength
+        let headerLength = Varint.length(number) + 1
+        let streamLength = Varint.length(UInt64(propertiesLength)) + propertiesLength + message.body.count
+        guard streamLength <= BLIPConstants.maxFrameSize - headerLength - 4 else { return false }
+        head.removeAll(keepingCapacity: true)
+        Varint.write(number, into: &head)
+        head.append(BLIPFlags(type: type, flags).rawValue)
+        Varint.write(UInt64(propertiesLength), into: &head)
+        message.properties.encode(into: &head)
+        var running = outCRC
+        head.withUnsafeBytes { running.update(UnsafeRawBufferPointer(rebasing: $0[headerLength...])) }
+        message.body.withUnsafeBytes { body in
+            running.update(body)
+            withUnsafeBytes(of: running.value.bigEndian) { crc in
+                head.withUnsafeBytes { emit($0, body, crc) }
+            }
+        }
+        outCRC = running
+        messageBytesSent += headerLength + streamLength + 4
         return true
     }
 

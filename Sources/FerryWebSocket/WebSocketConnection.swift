@@ -81,6 +81,13 @@ public final class WebSocketConnection: ConnectionHandler, @unchecked Sendable {
         machine.send(kind, payload)
     }
 
+    /// Sends a message whose payload is `head`, `body` and `tail` in order, without joining
+    /// them first (see `WebSocketStateMachine.send(_:head:body:tail:)`).
+    public func send(_ kind: MessageKind, head: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer, tail: UnsafeRawBufferPointer) {
+        loop.preconditionInLoop()
+        machine.send(kind, head: head, body: body, tail: tail)
+    }
+
     /// Sends a message from an array.
     public func send(_ kind: MessageKind, _ payload: [UInt8]) {
         payload.withUnsafeBytes { send(kind, $0) }

@@ -382,20 +382,48 @@ public final class WebSocketStateMachine {
         closeState = .closeSent
     }
 
+    /// Sends a message whose payload is `head`, `body` and `tail` one after the other, without
+    /// joining them first: a framing layer above (BLIP) passes its frame header, a slice of the
+    /// message it holds and its checksum, and saves copying the slice into a frame buffer. With
+    /// permessage-deflate the three are joined and compressed as one payload.
+    public func send(_ kind: MessageKind, head: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer,
+                     tail: UnsafeRawBufferPointer) {
+        let op: Opcode = kind == .text ? .text : .binary
+        let total = head.count + body.count + tail.count
+        if deflater != nil, let d = deflate, total >= d.minimumSize, closeState == .open {
+            var joined: [UInt8] = []
+            joined.reserveCapacity(total)
+            joined.append(contentsOf: head); joined.append(contentsOf: body); joined.append(contentsOf: tail)
+            joined.withUnsafeBytes { send(kind, $0) }
+            return
+        }
+        writeFrame(op, head, body, tail, fin: true, rsv: 0)
+    }
+
     /// Writes one frame; masks (clients) into a scratch buffer so the caller's bytes stay intact.
     /// `rsv` sets reserved bits (RSV1 = 4 marks a compressed message's first frame).
     public func writeFrame(_ op: Opcode, _ payload: UnsafeRawBufferPointer, fin: Bool, rsv: UInt8 = 0) {
+        writeFrame(op, payload, UnsafeRawBufferPointer(start: nil, count: 0), UnsafeRawBufferPointer(start: nil, count: 0),
+                   fin: fin, rsv: rsv)
+    }
+
+    /// Writes one frame whose payload is the three parts in order.
+    private func writeFrame(_ op: Opcode, _ p0: UnsafeRawBufferPointer, _ p1: UnsafeRawBufferPointer,
+                            _ p2: UnsafeRawBufferPointer, fin: Bool, rsv: UInt8) {
         // Once a close frame is sent (ours or the echo, both written while still open) nothing follows it.
         guard closeState == .open else { return }
+        let total = p0.count + p1.count + p2.count
         let key = role == .client ? nextMaskKey() : nil
-        let header = FrameHeader(fin: fin, rsv: rsv, opcode: op, maskKey: key, payloadLength: payload.count)
-        withUnsafeTemporaryAllocation(byteCount: FrameEncoder.maxHeaderLength, alignment: 8) { h in
+        let header = FrameHeader(fin: fin, rsv: rsv, opcode: op, maskKey: key, payloadLength: total)
+        // Room for a short first part behind the header, so that header and part go to `output`
+        // as one piece (BLIP's frame start is a few bytes).
+        withUnsafeTemporaryAllocation(byteCount: FrameEncoder.maxHeaderLength + Self.joinedPart, alignment: 8) { h in
             let hn = FrameEncoder.writeHeader(header, into: h)
             if let key {
                 // Masked into a scratch buffer (the caller's bytes stay intact): header and
                 // payload in one piece when small; a large payload in 64 KiB pieces through the
                 // same buffer, so no frame-sized allocation per message.
-                let want = min(hn + payload.count, hn + Self.maskPiece)
+                let want = min(hn + total, hn + Self.maskPiece)
                 if scratch.count < want { scratch = [UInt8](repeating: 0, count: want) }
                 var k = key
                 withUnsafeBytes(of: &k) { kb in
@@ -403,25 +431,42 @@ public final class WebSocketStateMachine {
                     scratch.withUnsafeMutableBytes { s in
                         let base = s.baseAddress!
                         base.copyMemory(from: h.baseAddress!, byteCount: hn)
-                        var filled = hn, offset = 0, phase = 0
-                        repeat {
-                            let n = min(s.count - filled, payload.count - offset)
-                            if n > 0, let src = payload.baseAddress {
+                        var filled = hn, phase = 0
+                        for i in 0..<3 {
+                            let part = i == 0 ? p0 : (i == 1 ? p1 : p2)
+                            guard let src = part.baseAddress else { continue }
+                            var offset = 0
+                            while offset < part.count {
+                                let n = min(s.count - filled, part.count - offset)
                                 phase = ferry_mask_copy((base + filled).assumingMemoryBound(to: UInt8.self),
                                                         (src + offset).assumingMemoryBound(to: UInt8.self), n, kp, phase)
+                                offset += n
+                                filled += n
+                                if filled == s.count {
+                                    output(UnsafeRawBufferPointer(start: base, count: filled))
+                                    filled = 0
+                                }
                             }
-                            offset += n
-                            output(UnsafeRawBufferPointer(start: base, count: filled + n))
-                            filled = 0
-                        } while offset < payload.count
+                        }
+                        if filled > 0 { output(UnsafeRawBufferPointer(start: base, count: filled)) }
                     }
                 }
+            } else if p0.count <= Self.joinedPart, let b = p0.baseAddress {
+                (h.baseAddress! + hn).copyMemory(from: b, byteCount: p0.count)
+                output(UnsafeRawBufferPointer(start: h.baseAddress, count: hn + p0.count))
+                if p1.count > 0 { output(p1) }
+                if p2.count > 0 { output(p2) }
             } else {
                 output(UnsafeRawBufferPointer(start: h.baseAddress, count: hn))
-                if payload.count > 0 { output(payload) }
+                if p0.count > 0 { output(p0) }
+                if p1.count > 0 { output(p1) }
+                if p2.count > 0 { output(p2) }
             }
         }
     }
+
+    /// The longest first part copied behind the header (unmasked frames).
+    static let joinedPart = 128
 
     /// The largest piece of a masked payload handed to `output` at once.
     static let maskPiece = 64 * 1024

@@ -21,6 +21,48 @@ import Testing
             #expect(throws: BLIPError.self) { try Array(bad.utf8).withUnsafeBytes { try BLIPProperties.decode($0) } }
         }
         #expect(BLIPProperties([("continuous", "YES")]).bool("continuous") && !BLIPProperties([("x", "false")]).bool("x"))
+        // UTF-8 is checked per string: multi-byte text passes, a stray or truncated byte does not.
+        let text: BLIPProperties = ["name": "Zoë — 東京 🚢"]
+        #expect(try text.encoded().withUnsafeBytes { try BLIPProperties.decode($0) } == text)
+        for bad: [UInt8] in [[0x6b, 0x00, 0xff, 0x00], [0x6b, 0x00, 0xe6, 0x9d, 0x00], [0xc0, 0xaf, 0x00, 0x76, 0x00]] {
+            #expect(throws: BLIPError.self) { try bad.withUnsafeBytes { try BLIPProperties.decode($0) } }
+        }
+    }
+
+    /// The direct framing a connection uses when nothing is queued writes exactly the frames
+    /// the queue would, and declines what the queue must handle.
+    @Test func frameWholeMatchesTheQueuedFrames() throws {
+        let queued = BLIPSession(), direct = BLIPSession()
+        let messages: [BLIPMessage] = [
+            .request(profile: "echo", body: [1, 2, 3]),
+            .request(profile: "rev", properties: [("id", "doc"), ("rev", "1-ab")], body: Array(repeating: 7, count: 4000)),
+            .request(profile: "none", urgent: true),
+            .request(profile: "big", body: Array(repeating: 1, count: BLIPConstants.maxFrameSize - 30)),
+        ]
+        for m in messages {
+            queued.send(request: m)
+            let queuedFrame = try #require(try queued.nextFrame())
+            let (number, flags) = direct.numberRequest(m)
+            var head: [UInt8] = [9, 9]
+            var frame: [UInt8] = []
+            #expect(direct.frameWhole(type: .request, number: number, flags: flags, message: m, into: &head) {
+                frame = Array($0) + Array($1) + Array($2)
+            })
+            #expect(frame == queuedFrame)
+        }
+        #expect(direct.messageBytesSent == queued.messageBytesSent)
+        var frame: [UInt8] = []
+        let tooBig = BLIPMessage.request(profile: "big", body: Array(repeating: 1, count: BLIPConstants.maxFrameSize))
+        let (n1, f1) = direct.numberRequest(tooBig)
+        #expect(!direct.frameWhole(type: .request, number: n1, flags: f1, message: tooBig, into: &frame) { _, _, _ in })
+        let packed = BLIPMessage.request(profile: "z", body: [1], compressed: true)
+        #expect(!direct.frameWhole(type: .request, number: n1 + 1, flags: packed.flags, message: packed, into: &frame) { _, _, _ in })
+        // With a message queued, the next one must wait behind it.
+        direct.enqueue(OutgoingMessage(type: .request, number: n1, flags: f1, message: tooBig))
+        let small = BLIPMessage.request(profile: "echo")
+        let (n2, f2) = direct.numberRequest(small)
+        #expect(!direct.frameWhole(type: .request, number: n2, flags: f2, message: small, into: &frame) { _, _, _ in })
+        #expect(frame.isEmpty)
     }
 }
 
