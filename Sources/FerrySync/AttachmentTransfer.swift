@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import FerryBLIP
 import FerryStore
 
@@ -33,15 +36,25 @@ enum AttachmentTransfer {
 
     private static let key = Array(#""_attachments""#.utf8)
 
+    /// Whether `"_attachments"` occurs anywhere in the body: a cheap test that lets nearly every
+    /// body skip the parse. It looks for `_` with `memchr` (rare in JSON, where a byte loop
+    /// stopped at every quote), then compares the key around it.
     static func containsAttachments(_ body: [UInt8]) -> Bool {
-        guard body.count >= key.count else { return false }
-        return body.withUnsafeBufferPointer { b in
-            var i = 0
-            while i + key.count <= b.count {
-                if b[i] == key[0] && key.indices.allSatisfy({ b[i + $0] == key[$0] }) { return true }
-                i += 1
+        let key = Self.key
+        let n = key.count
+        guard body.count >= n else { return false }
+        return body.withUnsafeBytes { b in
+            key.withUnsafeBytes { k in
+                guard let base = b.baseAddress, let kb = k.baseAddress else { return false }
+                // The underscore is the key's second byte: candidates start one before it.
+                var p = base + 1
+                let end = base + (b.count - n + 2)
+                while p < end, let hit = memchr(p, 0x5F, end - p) {
+                    if memcmp(UnsafeRawPointer(hit) - 1, kb, n) == 0 { return true }
+                    p = UnsafeRawPointer(hit) + 1
+                }
+                return false
             }
-            return false
         }
     }
 

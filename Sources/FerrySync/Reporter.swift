@@ -7,8 +7,11 @@ final class Reporter: Sendable {
     private struct State {
         var progress = ReplicationProgress()
         var caughtUp: [ReplicationDirection: Bool] = [:]
-        var counts: [String: Int] = [:]
+        // One counter per event kind, indexed by `index(of:)`: counting runs once per document,
+        // and a String-keyed dictionary hashed the kind's name each time.
+        var counts = [0, 0, 0, 0]
     }
+    private static let kindNames = ["pushed", "pulled", "conflictResolved", "failed"]
     private let state = Mutex(State())
     let onEvent: @Sendable (DocumentEvent) -> Void
     /// Called with the number of `rev` messages each time some are sent (statistics).
@@ -25,18 +28,24 @@ final class Reporter: Sendable {
 
     var progress: ReplicationProgress { state.withLock { $0.progress } }
 
-    /// How many events of each kind (`pushed`, `pulled`, `conflictResolved`, `failed`).
-    var counts: [String: Int] { state.withLock { $0.counts } }
+    /// How many events of each kind (`pushed`, `pulled`, `conflictResolved`, `failed`) there
+    /// were; kinds that never happened are absent.
+    var counts: [String: Int] {
+        let c = state.withLock { $0.counts }
+        var out: [String: Int] = [:]
+        for (i, n) in c.enumerated() where n > 0 { out[Self.kindNames[i]] = n }
+        return out
+    }
 
     func event(_ e: DocumentEvent) {
-        let key: String
+        let i: Int
         switch e.kind {
-        case .pushed: key = "pushed"
-        case .pulled: key = "pulled"
-        case .conflictResolved: key = "conflictResolved"
-        case .failed: key = "failed"
+        case .pushed: i = 0
+        case .pulled: i = 1
+        case .conflictResolved: i = 2
+        case .failed: i = 3
         }
-        state.withLock { $0.counts[key, default: 0] += 1 }
+        state.withLock { $0.counts[i] += 1 }
         onEvent(e)
     }
 

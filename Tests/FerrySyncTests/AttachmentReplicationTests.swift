@@ -64,4 +64,14 @@ struct AttachmentReplicationTests {
         try Self.verify(olga.db, "fifty-mib")
         await molly.stop(); await naomi.stop(); await olga.stop()
     }
+
+    /// The pre-parse test for `_attachments` finds the key at either end of a body and misses
+    /// near-misses (a lone underscore, the key without its quotes, a body shorter than it).
+    @Test func attachmentKeyTestFindsTheKeyAnywhere() {
+        let yes = [#"{"_attachments":{}}"#, #"{"a":1,"b":{"_attachments":{}}}"#, #""_attachments""#,
+                   String(repeating: "_", count: 40) + #""_attachments""#]
+        let no = [#"{"a":"_x"}"#, #"{"_attachment":1}"#, "_attachments", #""_attachments"#, "", "_", #"{"__attachments":{}}"#]
+        for s in yes { #expect(AttachmentTransfer.containsAttachments(Array(s.utf8)), "\(s)") }
+        for s in no { #expect(!AttachmentTransfer.containsAttachments(Array(s.utf8)), "\(s)") }
+    }
 }
