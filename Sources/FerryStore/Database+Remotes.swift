@@ -23,19 +23,13 @@ extension Database {
     }
 
     /// Records that `remote` now has these revisions (after it acknowledged them), in one
-    /// transaction. Revisions no longer in a document's tree are skipped. Assigns no sequence:
-    /// this is bookkeeping, not a change to replicate.
+    /// transaction. Revisions no longer in a document's tree are ignored. Assigns no sequence
+    /// and leaves the document rows alone: this is bookkeeping, not a change to replicate
+    /// (`AcknowledgedRevisions` says where it goes).
     public func setRemoteRevisions(_ revisions: [(documentID: String, revisionID: RevisionID)], remote: String) throws(StoreError) {
         guard !revisions.isEmpty else { return }
         try inBatch { (b) throws(StoreError) in
-            let key = try b.txn.remoteKey(remote)
-            for (id, rev) in revisions {
-                // The tree alone: the current body stays in its row, untouched.
-                guard var (docKey, tree) = try b.txn.loadTree(id), tree.nodes[rev] != nil,
-                      tree.remoteRevisions[key] != rev else { continue }
-                tree.setRemoteRevision(rev, remote: key)
-                try b.txn.storeQuietly(id, key: docKey, tree: &tree)
-            }
+            try b.txn.recordAcknowledged(revisions, remote: b.txn.remoteKey(remote))
         }
     }
 }
@@ -57,13 +51,16 @@ extension Database {
             try c.execute("BEGIN")
             defer { try? c.execute("COMMIT") }
             let s = try c.prepare("SELECT body, tree FROM docs WHERE doc_id = ?")
+            let acks = try c.prepare(AcknowledgedRevisions.selectSQL)
             var out: [String: RevisionTree] = [:]
             out.reserveCapacity(documentIDs.count)
             for id in documentIDs {
                 defer { s.reset() }
                 s.bind(1, id)
                 guard try s.step() else { continue }
-                out[id] = try RevisionTreeCodec.decode(s.bytes(1), currentBody: s.bytes(0), documentID: id)
+                var tree = try RevisionTreeCodec.decode(s.bytes(1), currentBody: s.bytes(0), documentID: id)
+                _ = try AcknowledgedRevisions.apply(acks, documentID: id, to: &tree)
+                out[id] = tree
             }
             return out
         }

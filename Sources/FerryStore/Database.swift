@@ -255,7 +255,11 @@ public final class Database: Sendable {
             defer { s.reset() }
             s.bind(1, id)
             guard try s.step() else { return nil }
-            return try RevisionTreeCodec.decode(s.bytes(1), currentBody: s.bytes(0), documentID: id)
+            var tree = try RevisionTreeCodec.decode(s.bytes(1), currentBody: s.bytes(0), documentID: id)
+            // Outside a transaction the two reads may straddle a commit: a row naming a
+            // revision the tree does not have yet is ignored, one already folded is the same pin.
+            _ = try AcknowledgedRevisions.apply(c.prepare(AcknowledgedRevisions.selectSQL), documentID: id, to: &tree)
+            return tree
         }
     }
 

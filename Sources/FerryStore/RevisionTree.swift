@@ -21,6 +21,10 @@ public struct RevisionTree: Sendable, Equatable {
         public internal(set) var isDeleted: Bool
         /// The JSON body, where kept (leaves and remote-pinned revisions).
         public internal(set) var body: [UInt8]?
+        /// Its descendants were pruned while a remote pinned it (it is older than the tree's
+        /// depth): an inner revision whose children are gone, never a leaf — without this it
+        /// would look like a second live branch, a conflict nobody made.
+        public internal(set) var prunedBelow = false
     }
 
     /// All nodes by revision ID.
@@ -51,12 +55,12 @@ public struct RevisionTree: Sendable, Equatable {
     var unsortedLeaves: [Node] {
         if nodes.count <= 1 { return nodes.isEmpty ? [] : Array(nodes.values) }
         let parents = parentIDs
-        return nodes.values.filter { !parents.contains($0.revisionID) }
+        return nodes.values.filter { !parents.contains($0.revisionID) && !$0.prunedBelow }
     }
 
-    /// Whether `rev` is in the tree and has no children.
+    /// Whether `rev` is in the tree and has no children (nor had them pruned).
     public func isLeaf(_ rev: RevisionID) -> Bool {
-        guard nodes[rev] != nil else { return false }
+        guard let n = nodes[rev], !n.prunedBelow else { return false }
         return !nodes.values.contains { $0.parent == rev }
     }
 
@@ -207,9 +211,18 @@ public struct RevisionTree: Sendable, Equatable {
             }
         }
         let pinned = Set(remoteRevisions.values)
-        let doomed = nodes.keys.filter { (distance[$0] ?? 0) >= maxDepth && !pinned.contains($0) }
+        // A node no leaf reaches is an old pinned revision whose branch was pruned before (its
+        // pin has moved on, or it would be kept): it goes too.
+        let doomed = nodes.keys.filter { (distance[$0] ?? maxDepth) >= maxDepth && !pinned.contains($0) }
         guard !doomed.isEmpty else { return 0 }
         let doomedSet = Set(doomed)
+        for r in doomed {
+            // A kept (pinned) parent of a removed node has lost descendants: never a leaf.
+            if let p = nodes[r]?.parent, !doomedSet.contains(p), var pn = nodes[p] {
+                pn.prunedBelow = true
+                nodes[p] = pn
+            }
+        }
         for r in doomed { nodes[r] = nil }
         for (k, var n) in nodes {
             if let p = n.parent, doomedSet.contains(p) {

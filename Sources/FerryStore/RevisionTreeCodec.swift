@@ -2,7 +2,7 @@
 ///
 /// Layout: `u8 version(1)`, `varint count`, then per node in ascending revision-ID order:
 /// `varint len, revID bytes, varint parentIndex+1 (0 = root), u8 flags (1 deleted, 2 body here,
-/// 4 body is the document row's current body), [varint len, body]`, then `varint remoteCount`,
+/// 4 body is the document row's current body, 8 descendants pruned), [varint len, body]`, then `varint remoteCount`,
 /// per remote `varint remote, varint nodeIndex`. The current body is not repeated in the tree:
 /// it lives in `docs.body`, where SQLite's JSON functions can query it.
 enum RevisionTreeCodec {
@@ -19,6 +19,7 @@ enum RevisionTreeCodec {
             out.append(0)                                    // a root
             var flags: UInt8 = n.isDeleted ? 1 : 0
             if n.revisionID == current { flags |= 4 } else if n.body != nil { flags |= 2 }
+            if n.prunedBelow { flags |= 8 }
             out.append(flags)
             if flags & 2 != 0, let b = n.body {
                 putVarint(UInt64(b.count), &out)
@@ -42,6 +43,7 @@ enum RevisionTreeCodec {
             putVarint(UInt64(n.parent.flatMap { index[$0] }.map { $0 + 1 } ?? 0), &out)
             var flags: UInt8 = n.isDeleted ? 1 : 0
             if r == current { flags |= 4 } else if n.body != nil { flags |= 2 }
+            if n.prunedBelow { flags |= 8 }
             out.append(flags)
             if flags & 2 != 0, let b = n.body {
                 putVarint(UInt64(b.count), &out)
@@ -66,7 +68,7 @@ enum RevisionTreeCodec {
         var ids: [RevisionID] = []
         ids.reserveCapacity(Int(count))
         var parents: [Int] = []
-        var raw: [(deleted: Bool, body: [UInt8]?)] = []
+        var raw: [(flags: UInt8, body: [UInt8]?)] = []
         for _ in 0..<Int(count) {
             guard let len = r.varint(), let text = r.bytes(Int(clamping: len)),
                   let rev = try? RevisionID(String(decoding: text, as: UTF8.self)),
@@ -80,13 +82,13 @@ enum RevisionTreeCodec {
             }
             ids.append(rev)
             parents.append(Int(p))
-            raw.append((flags & 1 != 0, body))
+            raw.append((flags, body))
         }
         var tree = RevisionTree()
         for i in 0..<ids.count {
             let parent = parents[i] == 0 ? nil : ids[parents[i] - 1]
-            tree.nodes[ids[i]] = RevisionTree.Node(revisionID: ids[i], parent: parent,
-                                                   isDeleted: raw[i].deleted, body: raw[i].body)
+            tree.nodes[ids[i]] = RevisionTree.Node(revisionID: ids[i], parent: parent, isDeleted: raw[i].flags & 1 != 0,
+                                                   body: raw[i].body, prunedBelow: raw[i].flags & 8 != 0)
         }
         guard let rc = r.varint(), rc <= UInt64(bytes.count) else { throw bad }
         for _ in 0..<Int(rc) {

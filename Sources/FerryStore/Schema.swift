@@ -4,7 +4,7 @@ import Foundation
 /// older file up to date. Ferry files carry `PRAGMA application_id = 0x46455259` ("FERY").
 enum Schema {
     static let applicationID: Int64 = 0x4645_5259
-    static let currentVersion = 2
+    static let currentVersion = 3
 
     /// Migration `i` takes a file from version `i` to `i + 1`. Append, never edit.
     static let migrations: [String] = [
@@ -35,6 +35,16 @@ enum Schema {
         ALTER TABLE docs ADD COLUMN doc_type TEXT;
         CREATE INDEX docs_by_type ON docs(doc_type) WHERE doc_type IS NOT NULL;
         INSERT OR REPLACE INTO meta (key, value) VALUES ('type_key', NULL);
+        """,
+        // 2 → 3: revisions peers acknowledged, kept beside the document rows until the next
+        // write of the document moves them into its tree (`AcknowledgedRevisions`).
+        """
+        CREATE TABLE remote_revs (
+            doc_id     TEXT NOT NULL,
+            remote_key INTEGER NOT NULL,
+            rev_id     TEXT NOT NULL,
+            PRIMARY KEY (doc_id, remote_key)
+        ) WITHOUT ROWID;
         """,
     ]
 

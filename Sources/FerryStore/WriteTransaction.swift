@@ -19,8 +19,8 @@ final class WriteTransaction {
 
     struct StoredDoc {
         var key: Int64
-        var tree: RevisionTree
         var sequence: Int64
+        var tree: RevisionTree
     }
 
     // The statements every document write uses, looked up in the connection's cache once per
@@ -29,6 +29,11 @@ final class WriteTransaction {
     private var loadTreeStatement: Statement?
     private var insertStatement: Statement?
     private var updateStatement: Statement?
+    private var acknowledgedStatement: Statement?
+    private var recordAcknowledgedStatement: Statement?
+    /// Documents whose trees took rows of `remote_revs` in this transaction; storing such a
+    /// tree deletes the rows (the tree holds them now).
+    private var folded: Set<String> = []
 
     func cached(_ slot: inout Statement?, _ sql: String) throws(StoreError) -> Statement {
         if let s = slot {
@@ -45,8 +50,11 @@ final class WriteTransaction {
         defer { s.reset() }
         s.bind(1, id)
         guard try s.step() else { return nil }
-        let tree = try RevisionTreeCodec.decode(s.bytes(2), currentBody: s.bytes(1), documentID: id)
-        return StoredDoc(key: s.int64(0), tree: tree, sequence: s.int64(3))
+        var stored = StoredDoc(key: s.int64(0), sequence: s.int64(3),
+                               tree: try RevisionTreeCodec.decode(s.bytes(2), currentBody: s.bytes(1), documentID: id))
+        s.reset()
+        try foldAcknowledged(id, into: &stored.tree)
+        return stored
     }
 
     /// A document's key and revision tree without its current body (the current node's body is
@@ -57,7 +65,37 @@ final class WriteTransaction {
         defer { s.reset() }
         s.bind(1, id)
         guard try s.step() else { return nil }
-        return (s.int64(0), try RevisionTreeCodec.decode(s.bytes(1), currentBody: [], documentID: id))
+        let key = s.int64(0)
+        var tree = try RevisionTreeCodec.decode(s.bytes(1), currentBody: [], documentID: id)
+        s.reset()
+        try foldAcknowledged(id, into: &tree)
+        return (key, tree)
+    }
+
+    /// Applies the revisions peers acknowledged (`AcknowledgedRevisions`) to a tree loaded for
+    /// a write, remembering to delete their rows when it is stored.
+    private func foldAcknowledged(_ id: String, into tree: inout RevisionTree) throws(StoreError) {
+        let s = try cached(&acknowledgedStatement, AcknowledgedRevisions.selectSQL)
+        if try AcknowledgedRevisions.apply(s, documentID: id, to: &tree) { folded.insert(id) }
+    }
+
+    /// Deletes `id`'s `remote_revs` rows if its stored tree now holds them.
+    private func dropFolded(_ id: String) throws(StoreError) {
+        guard !folded.isEmpty, folded.remove(id) != nil else { return }
+        let s = try conn.prepare(AcknowledgedRevisions.deleteSQL)
+        s.bind(1, id)
+        try s.run()
+    }
+
+    /// Records that `remote` has these revisions, without touching the document rows.
+    func recordAcknowledged(_ revisions: [(documentID: String, revisionID: RevisionID)], remote: Int) throws(StoreError) {
+        for (id, rev) in revisions {
+            let s = try cached(&recordAcknowledgedStatement, AcknowledgedRevisions.recordSQL)
+            s.bind(1, id)
+            s.bind(2, remote)
+            s.bind(3, rev.description)
+            try s.run()
+        }
     }
 
     /// The type (for `docs.doc_type`) a revision already known to the caller has, so `store`
@@ -99,6 +137,7 @@ final class WriteTransaction {
         s.bindText(5, cur.body ?? Self.emptyObject)
         s.bindBlob(6, blob)
         try s.run()
+        try dropFolded(id)
         return lastSequence
     }
 
@@ -110,6 +149,7 @@ final class WriteTransaction {
         s.bindBlob(1, RevisionTreeCodec.encode(tree, currentInRow: cur.revisionID))
         s.bind(2, key)
         try s.run()
+        try dropFolded(id)
     }
 
     static let emptyObject: [UInt8] = [UInt8(ascii: "{"), UInt8(ascii: "}")]
@@ -259,6 +299,10 @@ final class WriteTransaction {
         s.bind(1, id)
         try s.run()
         guard conn.changes > 0 else { throw .notFound }
+        let acks = try conn.prepare(AcknowledgedRevisions.deleteSQL)
+        acks.bind(1, id)
+        try acks.run()
+        folded.remove(id)
     }
 
     // MARK: - Replicated revisions

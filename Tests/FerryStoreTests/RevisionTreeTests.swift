@@ -40,6 +40,18 @@ import Testing
         #expect(t.nodes[all[3]] != nil && t.nodes[all[3]]?.body != nil)
         #expect(t.nodes[all[10]]?.parent == nil)
         #expect(t.nodes[all[59]] != nil && t.nodes.count == 51)
+        // The pinned revision lost its descendants: an inner node, not a second live branch.
+        #expect(t.nodes[all[3]]?.prunedBelow == true)
+        #expect(t.leaves.map(\.revisionID) == [all[59]] && t.conflicts.isEmpty && !t.isLeaf(all[3]))
+        #expect(t.current?.revisionID == all[59])
+        let blob = RevisionTreeCodec.encode(t, currentInRow: all[59])
+        #expect(try RevisionTreeCodec.decode(blob, currentBody: t.nodes[all[59]]?.body ?? [], documentID: "d") == t)
+        // Once the pin moves on, the old revision loses its body and the next prune removes it.
+        t.setRemoteRevision(all[59], remote: 1)
+        #expect(t.nodes[all[3]]?.body == nil)
+        _ = t.addChild(of: all[59], deleted: false, canonicalBody: json(#"{"i":60}"#))
+        t.prune(maxDepth: 50)
+        #expect(t.nodes[all[3]] == nil && t.nodes.count == 50)
     }
 
     @Test func aStoreKeepsTreesPrunedAndRemotesLatestBodies() throws {
@@ -57,6 +69,9 @@ import Testing
         #expect(tree.nodes.count == 6)
         #expect(tree.nodes[rev("1-aa")]?.body == json(#"{"from":"peer"}"#))
         #expect(tree.remoteRevisions.values.contains(rev("1-aa")))
+        // Ten local edits past the depth do not turn the peer's old revision into a conflict.
+        #expect(try db.conflictingRevisions(of: "d").isEmpty && db.conflictedDocumentIDs().isEmpty)
+        #expect(tree.leaves.count == 1 && tree.current?.revisionID == doc.revisionID)
     }
 
     @Test func theCodecRoundTripsAndRejectsDamage() throws {

@@ -1,0 +1,27 @@
+/// Revisions peers acknowledged, recorded in `remote_revs` beside the document rows (schema 3,
+/// docs/store.md §5). A pusher learns that a remote has a revision once per pushed document;
+/// writing that into the document's tree meant decoding, re-encoding and rewriting the whole
+/// row (a third of a pusher's CPU). A row here costs one small B-tree insert instead, and the
+/// tree takes it over the next time the document is written: every write loads the tree through
+/// `apply`, so pruning and body retention see the pin, and storing the tree deletes the rows.
+/// Readers apply the rows too, so `RevisionTree.remoteRevisions` means the same either way.
+enum AcknowledgedRevisions {
+    static let selectSQL = "SELECT remote_key, rev_id FROM remote_revs WHERE doc_id = ?"
+    static let recordSQL = "INSERT OR REPLACE INTO remote_revs (doc_id, remote_key, rev_id) VALUES (?, ?, ?)"
+    static let deleteSQL = "DELETE FROM remote_revs WHERE doc_id = ?"
+
+    /// Applies `id`'s rows (read with a statement prepared from `selectSQL`) to `tree`.
+    /// Revisions no longer in the tree (pruned, purged and re-created) are ignored. Returns
+    /// whether the document had any rows.
+    static func apply(_ s: Statement, documentID id: String, to tree: inout RevisionTree) throws(StoreError) -> Bool {
+        defer { s.reset() }
+        s.bind(1, id)
+        var any = false
+        while try s.step() {
+            any = true
+            guard let rev = try? RevisionID(s.string(1)), tree.nodes[rev] != nil else { continue }
+            tree.setRemoteRevision(rev, remote: s.int(0))
+        }
+        return any
+    }
+}

@@ -1,0 +1,92 @@
+@testable import FerryStore
+import Testing
+
+/// `setRemoteRevisions` (what a pusher records when its peer acknowledges revisions) keeps the
+/// pins in `remote_revs` rather than in the trees: readers and later writes must see the same
+/// pins as if they had been written into the trees (docs/store.md §5).
+@Suite struct AcknowledgedRevisionTests {
+    func rows(_ dir: TempDir) throws -> Int {
+        Int(try rawScalar(dir.path("test.ferry"), "SELECT count(*) FROM remote_revs") ?? "") ?? -1
+    }
+
+    func save(_ db: Database, _ doc: Document) throws -> (Document, RevisionID) {
+        let saved = try db.save(doc)
+        return (saved, try #require(saved.revisionID))
+    }
+
+    @Test func anAcknowledgedRevisionIsPinnedForReadersAndLaterWrites() throws {
+        var options = DatabaseOptions()
+        options.maxRevisionTreeDepth = 3
+        let (db, dir) = try freshDatabase(options)
+        var (doc, first) = try save(db, Document(id: "doc", properties: ["v": 1]))
+        try db.setRemoteRevisions([(documentID: "doc", revisionID: first)], remote: "peer")
+        // Recorded beside the row, yet every reader sees the pin.
+        #expect(try rows(dir) == 1)
+        #expect(try db.revisionTree(of: "doc")?.remoteRevisions.values.contains(first) == true)
+        #expect(try db.remoteRevisions(of: ["doc"], remote: "peer") == ["doc": first])
+        #expect(try db.remoteRevisions(of: ["doc"], remote: "other").isEmpty)
+
+        // Later edits: the pinned revision keeps its body and is never pruned, however deep.
+        var latest = first
+        for i in 2...8 {
+            doc.properties["v"] = .int(Int64(i))
+            (doc, latest) = try save(db, doc)
+        }
+        let tree = try #require(try db.revisionTree(of: "doc"))
+        #expect(tree.nodes[first]?.body != nil)
+        #expect(tree.remoteRevisions.values.contains(first))
+        #expect(try db.revision(first, of: "doc")?["v"] == 1)
+        #expect(try db.conflictingRevisions(of: "doc").isEmpty && tree.leaves.count == 1)
+        // The first write moved the pin into the tree and deleted the row.
+        #expect(try rows(dir) == 0)
+
+        // A newer acknowledgement moves the pin: the old revision loses its body and is pruned.
+        let acknowledged = latest
+        try db.setRemoteRevisions([(documentID: "doc", revisionID: acknowledged)], remote: "peer")
+        #expect(try db.remoteRevisions(of: ["doc"], remote: "peer") == ["doc": acknowledged])
+        doc.properties["v"] = 9
+        (doc, latest) = try save(db, doc)
+        let after = try #require(try db.revisionTree(of: "doc"))
+        #expect(after.nodes[first] == nil)
+        #expect(try db.revision(first, of: "doc") == nil)
+        #expect(Array(after.remoteRevisions.values) == [acknowledged])
+        #expect(after.nodes[acknowledged]?.body != nil)
+        #expect(try rows(dir) == 0)
+    }
+
+    @Test func revisionsNotInTheTreeAndPurgedDocumentsLeaveNoPin() throws {
+        let (db, dir) = try freshDatabase()
+        let (_, first) = try save(db, Document(id: "doc", properties: ["v": 1]))
+        try db.setRemoteRevisions([(documentID: "doc", revisionID: rev("7-abcdef")),
+                                   (documentID: "missing", revisionID: rev("1-abcdef"))], remote: "peer")
+        #expect(try db.remoteRevisions(of: ["doc", "missing"], remote: "peer").isEmpty)
+        try db.setRemoteRevisions([(documentID: "doc", revisionID: first)], remote: "peer")
+        #expect(try rows(dir) == 2)
+        try db.purge("doc")
+        #expect(try rows(dir) == 1)   // "missing" has no document; its row is inert
+        // Re-created with the same body, hence the same revision ID: not pinned by the old row.
+        let (_, again) = try save(db, Document(id: "doc", properties: ["v": 1]))
+        #expect(again == first)
+        #expect(try db.remoteRevisions(of: ["doc"], remote: "peer").isEmpty)
+    }
+
+    /// A replicated insert from the same remote after an acknowledgement: the newer pin wins,
+    /// the older revision loses its body, and the row goes.
+    @Test func aPulledRevisionSupersedesTheAcknowledgedOne() throws {
+        let (a, da) = try freshDatabase()
+        let (b, db) = try freshDatabase()
+        _ = db
+        let (_, first) = try save(a, Document(id: "doc", properties: ["v": 1]))
+        try pushCurrent("doc", from: a, to: b)
+        try a.setRemoteRevisions([(documentID: "doc", revisionID: first)], remote: "b")
+        var onB = try #require(try b.document("doc"))
+        onB.properties["v"] = 2
+        let (_, second) = try save(b, onB)
+        let history = try #require(try b.revisionTree(of: "doc")).history(of: second).map(\.description)
+        try a.insert(ReplicatedRevision(documentID: "doc", history: history, body: json(#"{"v":2}"#), isDeleted: false),
+                     fromRemote: "b")
+        #expect(try a.remoteRevisions(of: ["doc"], remote: "b") == ["doc": second])
+        #expect(try rows(da) == 0)
+        #expect(try a.revisionTree(of: "doc")?.nodes[first]?.body == nil)
+    }
+}
