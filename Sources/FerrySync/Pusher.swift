@@ -42,13 +42,14 @@ final class Pusher: Sendable {
     let batchSize: Int
     let select: Selector?
     let reporter: Reporter
-    /// Runs after each batch with the last sequence it covered (the active side's checkpoint).
-    let batchDone: @Sendable (Int64) async throws -> Void
+    /// Runs after each batch with the last sequence it covered (the active side's checkpoint)
+    /// and whether every batch so far has completed (the push is caught up).
+    let batchDone: @Sendable (Int64, Bool) async throws -> Void
     let logger: Logger
 
     init(database: Database, connection: BLIPConnection, mode: Mode, continuous: Bool, batchSize: Int,
          select: Selector?, reporter: Reporter, logger: Logger,
-         batchDone: @escaping @Sendable (Int64) async throws -> Void = { _ in }) {
+         batchDone: @escaping @Sendable (Int64, Bool) async throws -> Void = { _, _ in }) {
         self.database = database
         self.connection = connection
         self.mode = mode
@@ -92,7 +93,7 @@ final class Pusher: Sendable {
             while inFlight.count > keep {
                 let oldest = inFlight.removeFirst()
                 try await oldest.task.value.get()
-                do { try await batchDone(oldest.last) } catch {
+                do { try await batchDone(oldest.last, inFlight.isEmpty && keep == 0) } catch {
                     throw ReplicationError(wrapping: error)
                 }
             }

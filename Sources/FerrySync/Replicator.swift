@@ -307,9 +307,11 @@ public final class Replicator: Sendable {
         let pusher: Pusher? = c.type == .pull ? nil
             : Pusher(database: db, connection: conn, mode: .propose(remote: remoteName, alsoPulling: c.type == .pushAndPull),
                      continuous: c.continuous, batchSize: c.batchSize, select: select, reporter: reporter, logger: logger) {
-                sequence in
-                do throws(StoreError) { try checkpointer.recordPushed(upTo: sequence) } catch { throw ReplicationError.store(error) }
-                Task { await checkpointer.saveToPeer(connection: conn) }
+                sequence, settled in
+                let saved: Bool
+                do throws(StoreError) { saved = try checkpointer.recordPushed(upTo: sequence, settled: settled) }
+                catch { throw ReplicationError.store(error) }
+                if saved { Task { await checkpointer.saveToPeer(connection: conn) } }
             }
 
         let result: Result<Void, ReplicationError> = await withTaskGroup(of: Result<Void, ReplicationError>?.self) { group in
@@ -354,6 +356,11 @@ public final class Replicator: Sendable {
             }
             group.cancelAll()
             return outcome
+        }
+        // Pushed progress still only in memory is written, whatever ended the session: the
+        // batches it covers completed.
+        do { try checkpointer.flushPushed() } catch {
+            logger.warning("could not save the push checkpoint", metadata: ["error": "\(error)"])
         }
         if case .success = result { await checkpointer.saveToPeer(connection: conn) }
         await puller?.close()
