@@ -14,7 +14,7 @@ struct BLIPBench: AsyncParsableCommand {
 
     @Option(help: "Seconds per rate measurement.") var seconds = 3.0
     @Option(name: .customLong("big-mib"), help: "Body size for the throughput runs, in MiB.") var bigMiB = 64
-    @Option(help: "Run only these rows (comma-separated: rate1, rate64, json64, big, bigjson); for profiling.")
+    @Option(help: "Run only these rows (comma-separated: rate1, rate64, json64, big, bigstream, bigjson); for profiling.")
     var only: String?
     @Flag(name: .customLong("blip-only"), help: "Skip the raw WebSocket side (for profiling BLIP alone).")
     var blipOnly = false
@@ -39,6 +39,18 @@ struct BLIPBench: AsyncParsableCommand {
         blipConfig.maxMessageSize = 256 << 20
         let blipServer = try await BLIPConnection.listen(port: 0, app: "Bench", configuration: blipConfig, group: serverGroup) { conn in
             conn.registerDefault { req in req.respond(body: req.message.body, compressed: req.message.isCompressed) }
+            // Streamed echo: each chunk of the request body is written back as it arrives.
+            conn.register(profile: "stream-echo", streaming: { req, body in
+                let out = req.respondStreaming()
+                Task {
+                    do {
+                        for try await chunk in body { try await out.write(chunk) }
+                        try await out.finish()
+                    } catch {
+                        out.abort(reason: "\(error)")
+                    }
+                }
+            })
         }
         let blip = try await BLIPConnection.connect(to: "ws://127.0.0.1:\(blipServer.port)/", app: "Bench",
                                                     configuration: blipConfig, group: clientGroup)
@@ -64,6 +76,14 @@ struct BLIPBench: AsyncParsableCommand {
             let wt = blipOnly ? .nan : try await ws.throughput(payload: big)
             let bt = try await blipThroughput(blip, body: big, compressed: false)
             row("\(bigMiB) MiB body echo", wt, bt, unit: "MB/s")
+        }
+        if wants("bigstream") {
+            // The same echo with BLIP's streamed bodies (neither side holds the body whole):
+            // how an application moves large bodies; beside the same raw whole-message echo.
+            let big = noise(bigMiB << 20)
+            let wt = blipOnly ? .nan : try await ws.throughput(payload: big)
+            let bt = try await blipStreamedThroughput(blip, body: big)
+            row("\(bigMiB) MiB body echo, streamed", wt, bt, unit: "MB/s")
         }
         if wants("bigjson") {
             let bigJSON = jsonLike(bigMiB << 20)
@@ -106,6 +126,39 @@ struct BLIPBench: AsyncParsableCommand {
         let start = ferry_monotonic_ns()
         let reply = try await conn.send(.request(profile: "echo", body: body, compressed: compressed))
         guard reply.body.count == body.count else { throw ValidationError("echo lost bytes") }
+        return Double(2 * body.count) / 1e6 / (Double(ferry_monotonic_ns() - start) / 1e9)
+    }
+}
+
+extension BLIPBench {
+    /// Streams `body` to the server's `stream-echo` in 64 KiB writes while reading the echo.
+    func blipStreamedThroughput(_ conn: BLIPConnection, body: [UInt8]) async throws -> Double {
+        let start = ferry_monotonic_ns()
+        let request = conn.startRequest(.request(profile: "stream-echo"))
+        let writer = request.body
+        let upload = Task { () throws -> Void in
+            var at = 0
+            while at < body.count {
+                let end = min(at + 64 * 1024, body.count)
+                try await writer.write(Array(body[at..<end]))
+                at = end
+            }
+            try await writer.finish()
+        }
+        var received = 0
+        var intact = true
+        for try await chunk in try await request.responseStream().body {
+            guard received + chunk.count <= body.count else { intact = false; break }
+            intact = intact && chunk.withUnsafeBytes { c in
+                body.withUnsafeBytes { b in
+                    guard let cb = c.baseAddress, let bb = b.baseAddress else { return c.isEmpty }
+                    return memcmp(cb, bb + received, c.count) == 0
+                }
+            }
+            received += chunk.count
+        }
+        try await upload.value
+        guard intact, received == body.count else { throw ValidationError("streamed echo lost or changed bytes") }
         return Double(2 * body.count) / 1e6 / (Double(ferry_monotonic_ns() - start) / 1e9)
     }
 }
