@@ -72,6 +72,13 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
     private var tls: TLSSession?
     /// Plaintext written before the TLS handshake finished, sent once it has.
     private var tlsEarlyWrites: [UInt8] = []
+    /// Plaintext written since the last flush, sealed into TLS records when the connection
+    /// flushes (or a record's worth has gathered): a writer that hands over a message in
+    /// pieces (a WebSocket header, then the payload; BLIP's three parts) gets full records
+    /// instead of one record — and one AEAD operation — per piece.
+    private var tlsPlaintext: [UInt8] = []
+    /// The largest TLS record's plaintext.
+    private static let tlsRecordSize = 16 * 1024
     private var tlsHandshakeTimer: TimerHandle?
     /// The error reported at an otherwise orderly close (a TLS stream cut without close_notify).
     private var closeError: NetError?
@@ -98,7 +105,7 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
     }
 
     /// Bytes queued for writing.
-    public var bufferedByteCount: Int { pending.byteCount + tlsEarlyWrites.count }
+    public var bufferedByteCount: Int { pending.byteCount + tlsEarlyWrites.count + tlsPlaintext.count }
 
     /// The TLS session, when the connection runs TLS: protocol version, cipher suite and the
     /// peer's certificate (once the handshake is complete).
@@ -236,7 +243,7 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         loop.preconditionInLoop()
         guard !isClosed else { return }
         closeWhenFlushed = true
-        if let tls, tls.handshakeComplete { tls.shutdown(); moveTLSOutput() }
+        if let tls, tls.handshakeComplete { guard sealTLSPlaintext() else { return }; tls.shutdown(); moveTLSOutput() }
         if !inRead { flushNow() }
     }
 
@@ -259,7 +266,7 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
     public func shutdownOutput() {
         loop.preconditionInLoop()
         guard !isClosed else { return }
-        if let tls, tls.handshakeComplete { tls.shutdown(); moveTLSOutput() }
+        if let tls, tls.handshakeComplete { guard sealTLSPlaintext() else { return }; tls.shutdown(); moveTLSOutput() }
         flushNow()
         if pending.isEmpty { _ = Glibc.shutdown(fd, Int32(SHUT_WR)) }
     }
@@ -327,6 +334,7 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
 
     private func flushNow() {
         guard !isClosed, started else { return }
+        guard sealTLSPlaintext() else { return }
         if !pending.isEmpty {
             if let e = pending.flush(fd: fd) {
                 closeNow(error: .from(errno: e, operation: "writev"))
@@ -342,7 +350,7 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
             writableFlag = true
             handler?.connectionWritabilityChanged(self, writable: true)
         }
-        if closeWhenFlushed && pending.isEmpty && tlsEarlyWrites.isEmpty && !isClosed { closeNow(error: closeError) }
+        if closeWhenFlushed && pending.isEmpty && tlsEarlyWrites.isEmpty && tlsPlaintext.isEmpty && !isClosed { closeNow(error: closeError) }
     }
 
     // MARK: TLS
@@ -353,9 +361,28 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
             afterEnqueue()
             return
         }
-        do throws(TLSError) { try tls.write(bytes) } catch { failTLS(error); return }
-        moveTLSOutput()
+        if bytes.count >= Self.tlsRecordSize {
+            // A record's worth or more: sealed straight from the caller's bytes, after what
+            // was gathered before it, rather than copied into the buffer first.
+            guard sealTLSPlaintext() else { return }
+            do throws(TLSError) { try tls.write(bytes) } catch { failTLS(error); return }
+            moveTLSOutput()
+        } else {
+            tlsPlaintext.append(contentsOf: bytes)
+            if tlsPlaintext.count >= Self.tlsRecordSize { guard sealTLSPlaintext() else { return } }
+        }
         afterEnqueue()
+    }
+
+    /// Encrypts the gathered plaintext into the write queue. False if the session failed
+    /// (the connection is then closed).
+    private func sealTLSPlaintext() -> Bool {
+        guard let tls, !tlsPlaintext.isEmpty else { return true }
+        let sealed = tlsPlaintext.withUnsafeBytes { b in Result { () throws(TLSError) in try tls.write(b) } }
+        tlsPlaintext.removeAll(keepingCapacity: tlsPlaintext.capacity <= 4 * Self.tlsRecordSize)
+        if case .failure(let error) = sealed { failTLS(error); return false }
+        moveTLSOutput()
+        return true
     }
 
     /// Moves the session's ciphertext into the write queue.
@@ -419,6 +446,7 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
             loop.removeShutdownHook(self)
         }
         pending.removeAll()
+        tlsPlaintext = []
         Glibc.close(fd)
         fd = -1
         let h = handler
