@@ -68,6 +68,52 @@ struct ProcessTests {
         await naomi.stop()
     }
 
+    /// The push side of the same: its checkpoint is saved at most once a second while it runs,
+    /// so a killed pusher re-proposes what it pushed since; the peer answers that it has those,
+    /// so nothing is sent twice beyond the batches in flight, and nothing is lost.
+    @Test func pushKilledMidwayResumesAndSendsLittleTwice() async throws {
+        let naomi = try await Peer.make("naomi", serving: true)
+        let listener = try #require(naomi.listener)
+        let total = 50_000
+        let dir = TempDir()
+        let mollyPath = dir.path("molly.ferry")
+        do {
+            let molly = try Database.open(at: mollyPath)
+            try molly.inBatch { (b) throws(StoreError) in
+                for i in 0..<total {
+                    try b.save(Document(id: String(format: "doc-%05d", i), properties: ["i": .int(Int64(i)), "pad": .string(String(repeating: "x", count: 100))]))
+                }
+            }
+            molly.close()
+        }
+        let events = listener.documentEvents()
+        let first = Process()
+        first.executableURL = ferryExecutable
+        first.arguments = ["sync", naomi.url, "--db", mollyPath, "--push"]
+        first.standardOutput = FileHandle.nullDevice
+        first.standardError = FileHandle.nullDevice
+        try first.run()
+        var stored = 0
+        for await e in events where e.kind == .pulled {
+            stored += 1
+            if stored == 10_000 { break }
+        }
+        kill(first.processIdentifier, SIGKILL)
+        await offPool { first.waitUntilExit() }
+        #expect(first.terminationReason == .uncaughtSignal)
+        #expect(try naomi.db.documentCount() < total, "killed part-way")
+
+        let (status, output) = try await runFerry(["sync", naomi.url, "--db", mollyPath, "--push"])
+        #expect(status == 0, "\(output)")
+        #expect(try naomi.db.documentCount() == total)
+        #expect(try naomi.db.document("doc-49999")?["i"] == 49_999)
+        #expect(try naomi.db.integrityCheck() == ["ok"])
+        let received = listener.statistics.revisionsReceived
+        // Everything once, plus at most the four batches that were in flight when it was killed.
+        #expect(received >= total && received <= total + 4 * 200, "revisions received: \(received)")
+        await naomi.stop()
+    }
+
     @Test func serveMeshAndCommandLineEditsPropagate() async throws {
         let dir = TempDir()
         // Two `ferry serve` processes; B replicates continuously with A.
