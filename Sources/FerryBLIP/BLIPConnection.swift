@@ -68,6 +68,9 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
     @exclusivity(unchecked) private var frameBuffer: [UInt8] = []
     /// Mirrors `closedState` for code on the loop, which need not take the lock.
     @exclusivity(unchecked) var closedOnLoop: BLIPError?
+    /// A frame is being handed to the WebSocket (`pump`, `transmit`): re-entrant calls from
+    /// inside that write must not frame anything.
+    @exclusivity(unchecked) private var emitting = false
     /// The write queue's size after the last mid-read flush.
     @exclusivity(unchecked) private var flushedAt = 0
     /// Bytes of replies queued during a read before they are flushed.
@@ -205,23 +208,24 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
     private func sendOnLoop(_ request: BLIPMessage, _ completion: @escaping (Result<BLIPMessage, BLIPError>) -> Void) {
         if let e = closedOnLoop ?? closedState.withLock({ $0?.error }) { completion(.failure(e)); return }
         let (number, flags) = session.numberRequest(request)
-        if request.isNoReply {
-            completion(.success(BLIPMessage(type: .response, number: number)))
-        } else {
-            pending.insert(completion, for: number)
-        }
+        if !request.isNoReply { pending.insert(completion, for: number) }
         transmit(type: .request, number: number, flags: flags, message: request)
+        // After it is queued or sent: a completion that sends again must come after it.
+        if request.isNoReply { completion(.success(BLIPMessage(type: .response, number: number))) }
     }
 
     /// Sends a numbered message: framed at once when nothing is queued ahead of it and the
     /// socket is writable (`BLIPSession.frameWhole`), else queued for `pump`.
     private func transmit(type: BLIPMessageType, number: UInt64, flags: BLIPFlags, message: BLIPMessage) {
-        if let ws, ws.isOpen, ws.isWritable {
+        if !emitting, let ws, ws.isOpen, ws.isWritable {
             var buffer = frameBuffer
             frameBuffer = []
-            defer { frameBuffer = buffer }
-            if session.frameWhole(type: type, number: number, flags: flags, message: message, into: &buffer,
-                                  emit: { ws.send(.binary, head: $0, body: $1, tail: $2) }) {
+            emitting = true
+            let sent = session.frameWhole(type: type, number: number, flags: flags, message: message, into: &buffer,
+                                          emit: { ws.send(.binary, head: $0, body: $1, tail: $2) })
+            frameBuffer = buffer
+            emitting = false
+            if sent {
                 if !blockedWriters.isEmpty { resumeDrainedWriters() }
                 return
             }
@@ -254,17 +258,23 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
 
     /// Writes frames while the socket takes them; flow control and writability pause it.
     func pump() {
-        guard let ws, ws.isOpen else { return }
+        // A write can report writability from inside itself and so call back here while a
+        // frame is half written: the outer loop carries on, so the inner call does nothing.
+        guard !emitting, let ws, ws.isOpen else { return }
         // The buffer is borrowed for the whole loop: one access to the stored property, not one
         // per frame (dynamic exclusivity checks showed in profiles).
         var buffer = frameBuffer
         frameBuffer = []
-        defer { frameBuffer = buffer }
+        emitting = true
+        var failure: BLIPError?
         do throws(BLIPError) {
             while ws.isWritable, try session.nextFrame(into: &buffer, emit: { ws.send(.binary, head: $0, body: $1, tail: $2) }) {}
         } catch {
-            fail(error)
+            failure = error
         }
+        frameBuffer = buffer
+        emitting = false
+        if let failure { fail(failure) }
         if !blockedWriters.isEmpty { resumeDrainedWriters() }
     }
 

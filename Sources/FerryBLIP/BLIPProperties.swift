@@ -71,8 +71,9 @@ public struct BLIPProperties: Sendable, Equatable, Sequence, ExpressibleByDictio
         var seen: Set<String>?
         for i in 0..<bytes.count where bytes[i] == 0 {
             let slice = UnsafeRawBufferPointer(rebasing: bytes[start..<i])
-            // Checked by our own validator, then decoded without a second generic validation
-            // (`String(validating:as:)` instantiated generic metadata on every call).
+            // Checked by our own validator (a bad byte is an error, not a replacement character),
+            // then built by `String(decoding:)`'s specialized path: `String(validating:as:)`
+            // instantiated generic metadata on every call.
             guard UTF8Validator.isValid(slice) else { throw .protocolError("properties not UTF-8") }
             let s = String(decoding: slice.assumingMemoryBound(to: UInt8.self), as: UTF8.self)
             start = i + 1

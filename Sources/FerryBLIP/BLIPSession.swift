@@ -131,9 +131,9 @@ public final class BLIPSession {
         return try nextFrame(into: &frame) ? frame : nil
     }
 
-    /// Writes the next frame into `frame` (replacing its contents, keeping its capacity, so a
-    /// connection reuses one buffer for every frame). Returns false, leaving `frame` empty, if
-    /// nothing can go now.
+    /// Writes the next frame, whole, into `frame` (replacing its contents). Returns false,
+    /// leaving `frame` empty, if nothing can go now. (A connection uses the `emit` form, which
+    /// does not join the frame's parts.)
     public func nextFrame(into frame: inout [UInt8]) throws(BLIPError) -> Bool {
         var whole: [UInt8] = []
         let framed = try nextFrame(into: &frame) { head, body, tail in
@@ -184,10 +184,13 @@ public final class BLIPSession {
         if !compressed && offset == 0 && !more && m.streamed == nil {
             // A whole uncompressed message in one frame (the common case): its properties are
             // encoded straight into the head, the body goes out from the message itself.
+            // The running checksum is stored before `emit`: the session's state is complete
+            // whenever control leaves it.
             m.writePrefix(into: &head)
             head.withUnsafeBytes { running.update(UnsafeRawBufferPointer(rebasing: $0[headerLength...])) }
             m.body.withUnsafeBytes { body in
                 running.update(body)
+                outCRC = running
                 withUnsafeBytes(of: running.value.bigEndian) { crc in
                     head.withUnsafeBytes { emit($0, body, crc) }
                 }
@@ -198,6 +201,7 @@ public final class BLIPSession {
                 running.update(slice)
                 try deflater.compress(slice, into: &head)
             }
+            outCRC = running
             withUnsafeBytes(of: running.value.bigEndian) { crc in
                 head.withUnsafeBytes { emit($0, Self.noBytes, crc) }
             }
@@ -205,13 +209,13 @@ public final class BLIPSession {
         } else {
             try m.withSlice(offset, take, scratch: &scratch) { slice in
                 running.update(slice)
+                outCRC = running
                 withUnsafeBytes(of: running.value.bigEndian) { crc in
                     head.withUnsafeBytes { emit($0, slice, crc) }
                 }
             }
             frameLength = head.count + take + 4
         }
-        outCRC = running
         if m.streamed == nil { m.offset = offset + take } else { m.advance(to: offset + take) }
         m.bytesSent += frameLength - headerLength
         messageBytesSent += frameLength
@@ -252,12 +256,12 @@ public final class BLIPSession {
         head.withUnsafeBytes { running.update(UnsafeRawBufferPointer(rebasing: $0[headerLength...])) }
         message.body.withUnsafeBytes { body in
             running.update(body)
+            outCRC = running
+            messageBytesSent += headerLength + streamLength + 4
             withUnsafeBytes(of: running.value.bigEndian) { crc in
                 head.withUnsafeBytes { emit($0, body, crc) }
             }
         }
-        outCRC = running
-        messageBytesSent += headerLength + streamLength + 4
         return true
     }
 

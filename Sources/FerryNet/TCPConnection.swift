@@ -72,6 +72,8 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
     private var tls: TLSSession?
     /// Plaintext written before the TLS handshake finished, sent once it has.
     private var tlsEarlyWrites: [UInt8] = []
+    /// Inside `write`: a writability change found there is reported from the loop afterwards.
+    private var inWrite = false
     /// Plaintext written since the last flush, sealed into TLS records when the connection
     /// flushes (or a record's worth has gathered): a writer that hands over a message in
     /// pieces (a WebSocket header, then the payload; BLIP's three parts) gets full records
@@ -167,6 +169,8 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
     public func write(_ bytes: UnsafeRawBufferPointer) {
         loop.preconditionInLoop()
         guard !isClosed else { return }
+        inWrite = true
+        defer { inWrite = false }
         if let tls { encrypt(bytes, tls); return }
         if bytes.count >= Self.writeThroughSize && started {
             // Large: straight to the socket (behind what is queued), copying only the rest.
@@ -348,7 +352,16 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         }
         if !writableFlag && pending.byteCount <= options.writeLowWaterMark {
             writableFlag = true
-            handler?.connectionWritabilityChanged(self, writable: true)
+            if inWrite {
+                // Not from inside `write`: the writer is in the middle of handing over a message
+                // (a frame in pieces), and a handler that writes on "writable" would cut into it.
+                loop.execute { [self] in
+                    guard !isClosed, writableFlag else { return }
+                    handler?.connectionWritabilityChanged(self, writable: true)
+                }
+            } else {
+                handler?.connectionWritabilityChanged(self, writable: true)
+            }
         }
         if closeWhenFlushed && pending.isEmpty && tlsEarlyWrites.isEmpty && tlsPlaintext.isEmpty && !isClosed { closeNow(error: closeError) }
     }

@@ -7,7 +7,11 @@
 /// Readers apply the rows too, so `RevisionTree.remoteRevisions` means the same either way.
 enum AcknowledgedRevisions {
     static let selectSQL = "SELECT remote_key, rev_id FROM remote_revs WHERE doc_id = ?"
-    static let recordSQL = "INSERT OR REPLACE INTO remote_revs (doc_id, remote_key, rev_id) VALUES (?, ?, ?)"
+    /// Only for a document that exists: an acknowledgement arriving after a purge leaves no row.
+    static let recordSQL = """
+        INSERT OR REPLACE INTO remote_revs (doc_id, remote_key, rev_id)
+        SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM docs WHERE doc_id = ?1)
+        """
     static let deleteSQL = "DELETE FROM remote_revs WHERE doc_id = ?"
 
     /// Applies `id`'s rows (read with a statement prepared from `selectSQL`) to `tree`.

@@ -256,8 +256,7 @@ public final class Database: Sendable {
             s.bind(1, id)
             guard try s.step() else { return nil }
             var tree = try RevisionTreeCodec.decode(s.bytes(1), currentBody: s.bytes(0), documentID: id)
-            // Outside a transaction the two reads may straddle a commit: a row naming a
-            // revision the tree does not have yet is ignored, one already folded is the same pin.
+            // Read while `s` is still active, so both reads see the same snapshot.
             _ = try AcknowledgedRevisions.apply(c.prepare(AcknowledgedRevisions.selectSQL), documentID: id, to: &tree)
             return tree
         }

@@ -53,7 +53,7 @@ public struct RevisionTree: Sendable, Equatable {
 
     /// The leaves in no particular order (cheap: most trees have one or two nodes).
     var unsortedLeaves: [Node] {
-        if nodes.count <= 1 { return nodes.isEmpty ? [] : Array(nodes.values) }
+        if nodes.count <= 1 { return nodes.values.filter { !$0.prunedBelow } }
         let parents = parentIDs
         return nodes.values.filter { !parents.contains($0.revisionID) && !$0.prunedBelow }
     }

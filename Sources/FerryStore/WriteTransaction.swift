@@ -31,6 +31,7 @@ final class WriteTransaction {
     private var updateStatement: Statement?
     private var acknowledgedStatement: Statement?
     private var recordAcknowledgedStatement: Statement?
+    private var dropAcknowledgedStatement: Statement?
     /// Documents whose trees took rows of `remote_revs` in this transaction; storing such a
     /// tree deletes the rows (the tree holds them now).
     private var folded: Set<String> = []
@@ -82,19 +83,24 @@ final class WriteTransaction {
     /// Deletes `id`'s `remote_revs` rows if its stored tree now holds them.
     private func dropFolded(_ id: String) throws(StoreError) {
         guard !folded.isEmpty, folded.remove(id) != nil else { return }
-        let s = try conn.prepare(AcknowledgedRevisions.deleteSQL)
+        try dropAcknowledged(id)
+    }
+
+    private func dropAcknowledged(_ id: String) throws(StoreError) {
+        let s = try cached(&dropAcknowledgedStatement, AcknowledgedRevisions.deleteSQL)
         s.bind(1, id)
         try s.run()
     }
 
     /// Records that `remote` has these revisions, without touching the document rows.
     func recordAcknowledged(_ revisions: [(documentID: String, revisionID: RevisionID)], remote: Int) throws(StoreError) {
+        let s = try cached(&recordAcknowledgedStatement, AcknowledgedRevisions.recordSQL)
         for (id, rev) in revisions {
-            let s = try cached(&recordAcknowledgedStatement, AcknowledgedRevisions.recordSQL)
             s.bind(1, id)
             s.bind(2, remote)
             s.bind(3, rev.description)
             try s.run()
+            s.reset()
         }
     }
 
@@ -299,9 +305,7 @@ final class WriteTransaction {
         s.bind(1, id)
         try s.run()
         guard conn.changes > 0 else { throw .notFound }
-        let acks = try conn.prepare(AcknowledgedRevisions.deleteSQL)
-        acks.bind(1, id)
-        try acks.run()
+        try dropAcknowledged(id)
         folded.remove(id)
     }
 

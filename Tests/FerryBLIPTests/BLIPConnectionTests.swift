@@ -126,6 +126,30 @@ import Testing
         await server.close()
     }
 
+    /// A NoReply request completes once it is queued or sent; a completion that sends the next
+    /// request must not get it onto the wire first (the peer requires numbers in order).
+    @Test func aNoReplyCompletionThatSendsAgainKeepsTheOrder() async throws {
+        let group = try EventLoopGroup(loopCount: 1)
+        defer { group.shutdown() }
+        let seen = Mutex<[String]>([])
+        let server = try await BLIPConnection.listen(port: 0, app: "FerryTest", group: group) { conn in
+            conn.registerDefault { req in
+                seen.withLock { $0.append(req.message.profile ?? "") }
+                if !req.message.isNoReply { req.respond(body: [42]) }
+            }
+        }
+        let client = try await BLIPConnection.connect(to: "ws://127.0.0.1:\(server.port)/", app: "FerryTest", group: group)
+        let reply: Result<BLIPMessage, BLIPError> = await withCheckedContinuation { c in
+            client.send(.request(profile: "first", noReply: true)) { _ in
+                client.send(.request(profile: "second")) { c.resume(returning: $0) }
+            }
+        }
+        #expect(try reply.get().body == [42])
+        #expect(seen.withLock { $0 } == ["first", "second"])
+        await client.close()
+        await server.close()
+    }
+
     @Test func pendingRequestsFailWhenTheServerGoesAway() async throws {
         let group = try EventLoopGroup(loopCount: 1)
         defer { group.shutdown() }

@@ -60,10 +60,13 @@ import Testing
         try db.setRemoteRevisions([(documentID: "doc", revisionID: rev("7-abcdef")),
                                    (documentID: "missing", revisionID: rev("1-abcdef"))], remote: "peer")
         #expect(try db.remoteRevisions(of: ["doc", "missing"], remote: "peer").isEmpty)
+        #expect(try rows(dir) == 1)   // "missing" has no document: no row
         try db.setRemoteRevisions([(documentID: "doc", revisionID: first)], remote: "peer")
-        #expect(try rows(dir) == 2)
+        #expect(try rows(dir) == 1)
         try db.purge("doc")
-        #expect(try rows(dir) == 1)   // "missing" has no document; its row is inert
+        #expect(try rows(dir) == 0)
+        try db.setRemoteRevisions([(documentID: "doc", revisionID: first)], remote: "peer")   // acknowledged after the purge
+        #expect(try rows(dir) == 0)
         // Re-created with the same body, hence the same revision ID: not pinned by the old row.
         let (_, again) = try save(db, Document(id: "doc", properties: ["v": 1]))
         #expect(again == first)
