@@ -23,35 +23,47 @@ func runFerry(_ args: [String]) async throws -> (status: Int32, output: String) 
     return (p.terminationStatus, String(decoding: data, as: UTF8.self))
 }
 
+/// Runs `ferry` with arguments until `count` document events of `kind` have arrived on
+/// `events` (the serving peer's), then kills it with SIGKILL; returns how it ended.
+func runFerryKilled(_ args: [String], after count: Int, of kind: DocumentEvent.Kind,
+                    on events: AsyncStream<DocumentEvent>) async throws -> Process.TerminationReason {
+    let p = Process()
+    p.executableURL = ferryExecutable
+    p.arguments = args
+    p.standardOutput = FileHandle.nullDevice
+    p.standardError = FileHandle.nullDevice
+    try p.run()
+    var seen = 0
+    for await e in events where e.kind == kind {
+        seen += 1
+        if seen == count { break }
+    }
+    kill(p.processIdentifier, SIGKILL)
+    await offPool { p.waitUntilExit() }
+    return p.terminationReason
+}
+
+/// `count` small numbered documents (`doc-00000`…) saved in one transaction.
+func saveNumberedDocuments(_ count: Int, into db: Database) throws {
+    try db.inBatch { (b) throws(StoreError) in
+        for i in 0..<count {
+            try b.save(Document(id: String(format: "doc-%05d", i), properties: ["i": .int(Int64(i)), "pad": .string(String(repeating: "x", count: 100))]))
+        }
+    }
+}
+
 @Suite("Peer processes", .serialized)
 struct ProcessTests {
     @Test func pullKilledMidwayResumesFromItsCheckpoint() async throws {
         let naomi = try await Peer.make("naomi", serving: true)
         let listener = try #require(naomi.listener)
         let total = 50_000
-        try naomi.db.inBatch { (b) throws(StoreError) in
-            for i in 0..<total {
-                try b.save(Document(id: String(format: "doc-%05d", i), properties: ["i": .int(Int64(i)), "pad": .string(String(repeating: "x", count: 100))]))
-            }
-        }
+        try saveNumberedDocuments(total, into: naomi.db)
         let dir = TempDir()
         let mollyPath = dir.path("molly.ferry")
-        let events = listener.documentEvents()
-
-        let first = Process()
-        first.executableURL = ferryExecutable
-        first.arguments = ["sync", naomi.url, "--db", mollyPath, "--pull"]
-        first.standardOutput = FileHandle.nullDevice
-        first.standardError = FileHandle.nullDevice
-        try first.run()
-        var acknowledged = 0
-        for await e in events where e.kind == .pushed {
-            acknowledged += 1
-            if acknowledged == 10_000 { break }
-        }
-        kill(first.processIdentifier, SIGKILL)
-        await offPool { first.waitUntilExit() }
-        #expect(first.terminationReason == .uncaughtSignal)
+        let ended = try await runFerryKilled(["sync", naomi.url, "--db", mollyPath, "--pull"], after: 10_000, of: .pushed,
+                                             on: listener.documentEvents())
+        #expect(ended == .uncaughtSignal)
         let sentBeforeKill = listener.statistics.revisionMessagesSent
         #expect(sentBeforeKill < total, "killed part-way")
 
@@ -77,30 +89,12 @@ struct ProcessTests {
         let total = 50_000
         let dir = TempDir()
         let mollyPath = dir.path("molly.ferry")
-        do {
-            let molly = try Database.open(at: mollyPath)
-            try molly.inBatch { (b) throws(StoreError) in
-                for i in 0..<total {
-                    try b.save(Document(id: String(format: "doc-%05d", i), properties: ["i": .int(Int64(i)), "pad": .string(String(repeating: "x", count: 100))]))
-                }
-            }
-            molly.close()
-        }
-        let events = listener.documentEvents()
-        let first = Process()
-        first.executableURL = ferryExecutable
-        first.arguments = ["sync", naomi.url, "--db", mollyPath, "--push"]
-        first.standardOutput = FileHandle.nullDevice
-        first.standardError = FileHandle.nullDevice
-        try first.run()
-        var stored = 0
-        for await e in events where e.kind == .pulled {
-            stored += 1
-            if stored == 10_000 { break }
-        }
-        kill(first.processIdentifier, SIGKILL)
-        await offPool { first.waitUntilExit() }
-        #expect(first.terminationReason == .uncaughtSignal)
+        let molly = try Database.open(at: mollyPath)
+        try saveNumberedDocuments(total, into: molly)
+        molly.close()
+        let ended = try await runFerryKilled(["sync", naomi.url, "--db", mollyPath, "--push"], after: 10_000, of: .pulled,
+                                             on: listener.documentEvents())
+        #expect(ended == .uncaughtSignal)
         #expect(try naomi.db.documentCount() < total, "killed part-way")
 
         let (status, output) = try await runFerry(["sync", naomi.url, "--db", mollyPath, "--push"])
