@@ -4,6 +4,8 @@
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <string.h>
 #include <errno.h>
 #include <time.h>
@@ -59,6 +61,22 @@ size_t ferry_mask_copy(uint8_t *dst, const uint8_t *src, size_t len, const uint8
 
 size_t ferry_mask(uint8_t *buf, size_t len, const uint8_t key[4], size_t phase) {
     return ferry_mask_copy(buf, buf, len, key, phase);
+}
+
+void ferry_advise_huge_pages(void *p, size_t len) {
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = 2u << 20;
+    uintptr_t start = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+    uintptr_t end = ((uintptr_t)p + len) & ~(huge - 1);
+    if (end > start) (void)madvise((void *)start, end - start, MADV_HUGEPAGE);
+#else
+    (void)p; (void)len;
+#endif
+}
+
+uint64_t ferry_physical_memory(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
 }
 
 uint64_t ferry_monotonic_ns(void) {

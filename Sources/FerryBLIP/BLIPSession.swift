@@ -424,7 +424,7 @@ public final class BLIPSession {
     private func incomingMessage(type: BLIPMessageType, number: UInt64, flags: BLIPFlags) throws(BLIPError) -> IncomingMessage {
         if let m = partial(type, number) { return m }
         try acceptNewMessage(type: type, number: number)
-        let m = IncomingMessage(type: type, number: number, flags: flags)
+        let m = IncomingMessage(type: type, number: number, flags: flags, limit: configuration.maxMessageSize + 16)
         if type == .request { incomingRequests.insert(m, for: number) } else { incomingResponses.insert(m, for: number) }
         return m
     }

@@ -1,10 +1,14 @@
+import CFerrySystem
+
 /// A message arriving in several frames: its uncompressed stream so far and its flow-control
 /// counters.
 ///
-/// The stream is kept in chunks of 1 MiB rather than one doubling array: growing an array from
-/// 64 to 128 MiB holds both copies at once, so a 100 MiB body peaked near 1.3–2× its size.
-/// Completion copies the chunks into the body one by one, freeing each as it goes, so the peak
-/// stays at the body plus one chunk. Messages of one chunk are handed over without a copy.
+/// The first MiB of the stream (which holds the properties: they are at most 100 KiB) is kept
+/// in `head`. A message that grows past it moves its body into one buffer whose capacity is
+/// reserved up front, up to the message size limit: address space only — the kernel backs the
+/// pages as bytes arrive (with huge pages where it can) — so the body is written once, never
+/// moved by growth (an array doubling from 64 to 128 MiB held both copies at once) and handed
+/// over without a final copy. Resident memory stays at the bytes received plus the head.
 final class IncomingMessage {
     // `@exclusivity(unchecked)` on the stored properties below: Swift checks exclusive access to
     // class properties at run time, and those checks were ~13% of a small-message round trip.
@@ -12,16 +16,19 @@ final class IncomingMessage {
     // an `inout` access to one of them open across a call that could reach it again (callbacks
     // run after the access ends; `pump` moves `frameBuffer` out before framing). The debug test
     // suite ran with the checks on before they were turned off.
-    /// The size of each full chunk (also bigger than the largest properties block, so the
-    /// properties always lie in the first chunk).
+    /// The stream size from which the body gets a buffer of its own (also bigger than the
+    /// largest properties block, so the properties always lie in `head`).
     static let chunkSize = 1 << 20
 
     let type: BLIPMessageType
     let number: UInt64
     let flags: BLIPFlags
-    /// Full chunks, then the one being filled.
-    @exclusivity(unchecked) private var chunks: [[UInt8]] = []
-    @exclusivity(unchecked) private var tail: [UInt8] = []
+    /// The most stream bytes the message may have (the session refuses more).
+    let limit: Int
+    /// The stream's start: all of it while it is under `chunkSize`, then only the properties.
+    @exclusivity(unchecked) private var head: [UInt8] = []
+    /// The body, once the stream outgrew `chunkSize` (`head` then holds only the properties).
+    @exclusivity(unchecked) private var body: [UInt8]?
     /// Stream bytes received (uncompressed).
     @exclusivity(unchecked) private(set) var count = 0
     /// Wire bytes received: payloads (as sent) plus CRCs.
@@ -36,37 +43,54 @@ final class IncomingMessage {
     /// nothing is assembled here.
     @exclusivity(unchecked) var sink: IncomingBody?
 
-    init(type: BLIPMessageType, number: UInt64, flags: BLIPFlags) {
-        self.type = type; self.number = number; self.flags = flags
+    init(type: BLIPMessageType, number: UInt64, flags: BLIPFlags, limit: Int) {
+        self.type = type; self.number = number; self.flags = flags; self.limit = limit
     }
 
-    /// Appends stream bytes.
+    /// Appends stream bytes (the caller has checked they stay within `limit`).
     func append(_ bytes: UnsafeRawBufferPointer) {
-        var rest = bytes
-        while !rest.isEmpty {
-            if tail.count == Self.chunkSize {
-                chunks.append(tail)
-                tail = []
-                tail.reserveCapacity(Self.chunkSize)
-            }
-            let n = min(Self.chunkSize - tail.count, rest.count)
-            tail.append(contentsOf: UnsafeRawBufferPointer(rebasing: rest[..<n]))
-            rest = UnsafeRawBufferPointer(rebasing: rest[n...])
-        }
         count += bytes.count
+        if body != nil {
+            body?.append(contentsOf: bytes)
+            return
+        }
+        head.append(contentsOf: bytes)
+        if head.count >= Self.chunkSize { separateBody() }
+    }
+
+    /// Moves the body out of `head` into a buffer reserved for the rest of the message. Left
+    /// for later if the properties' length is bad (the session refuses the message anyway).
+    private func separateBody() {
+        let headLength: Int? = head.withUnsafeBytes { raw in
+            guard let (len, n) = try? Varint.read(raw, at: 0), len <= UInt64(BLIPConstants.maxPropertiesSize),
+                  n + Int(len) <= raw.count else { return nil }
+            return n + Int(len)
+        }
+        guard let headLength else { return }
+        // Reserve for the largest body the limit allows, but never a share of the machine's
+        // memory that a strict overcommit policy could refuse (beyond it the array grows).
+        let physical = Int(clamping: ferry_physical_memory())
+        let reserve = Swift.max(head.count - headLength, Swift.min(limit - headLength, physical > 0 ? physical / 4 : limit))
+        var b: [UInt8] = []
+        b.reserveCapacity(reserve)
+        b.withUnsafeMutableBufferPointer { out in
+            if let base = out.baseAddress { ferry_advise_huge_pages(base, reserve) }
+        }
+        head.withUnsafeBytes { b.append(contentsOf: UnsafeRawBufferPointer(rebasing: $0[headLength...])) }
+        head = Array(head[..<headLength])
+        body = b
     }
 
     /// The properties length at the head of the stream, once its varint has arrived.
     func propertiesLength() throws(BLIPError) -> UInt64? {
-        try (chunks.first ?? tail).withUnsafeBytes { raw in
+        try head.withUnsafeBytes { raw in
             Result { () throws(BLIPError) in try Varint.read(raw, at: 0)?.0 }
         }.get()
     }
 
-    /// The properties and the head's length, once the whole properties block has arrived
-    /// (it lies in the first chunk: the block is at most 100 KiB).
+    /// The properties and the head's length, once the whole properties block has arrived.
     func completeHead() throws(BLIPError) -> (BLIPProperties, Int)? {
-        try (chunks.first ?? tail).withUnsafeBytes { raw in
+        try head.withUnsafeBytes { raw in
             Result { () throws(BLIPError) -> (BLIPProperties, Int)? in
                 guard let (len, n) = try Varint.read(raw, at: 0), len <= UInt64(BLIPConstants.maxPropertiesSize),
                       n + Int(len) <= raw.count else { return nil }
@@ -78,51 +102,31 @@ final class IncomingMessage {
     /// Hands the body bytes received so far (after a head of `headLength` bytes) to `sink`
     /// and frees them here.
     func moveBody(after headLength: Int, into sink: IncomingBody) {
-        var pieces = chunks
-        pieces.append(tail)
-        chunks = []
-        tail = []
-        for (i, piece) in pieces.enumerated() {
-            let skip = i == 0 ? headLength : 0
-            guard piece.count > skip else { continue }
-            piece.withUnsafeBytes { sink.append(UnsafeRawBufferPointer(rebasing: $0[skip...])) }
+        if head.count > headLength {
+            head.withUnsafeBytes { sink.append(UnsafeRawBufferPointer(rebasing: $0[headLength...])) }
         }
+        if let body, !body.isEmpty { body.withUnsafeBytes { sink.append($0) } }
+        head = []
+        body = nil
     }
 
     /// Builds the message once all its frames are in.
     func complete() throws(BLIPError) -> BLIPMessage {
-        let first = chunks.first ?? tail
-        let (props, headLength) = try first.withUnsafeBytes { raw in
+        let (props, headLength) = try head.withUnsafeBytes { raw in
             Result { () throws(BLIPError) in try Self.parseHead(raw) }
         }.get()
-        let body: [UInt8]
-        if chunks.isEmpty {
-            // One chunk: the body is the buffer itself, the properties removed in place.
-            var buffer = tail
-            tail = []
-            buffer.removeSubrange(0..<headLength)
-            body = buffer
+        var result: [UInt8]
+        if let body {
+            result = body
         } else {
-            var pieces = chunks
-            pieces.append(tail)
-            chunks = []
-            tail = []
-            body = [UInt8](unsafeUninitializedCapacity: count - headLength) { out, initialized in
-                var at = 0
-                for i in pieces.indices {
-                    let skip = i == 0 ? headLength : 0
-                    pieces[i].withUnsafeBytes { raw in
-                        guard let src = raw.baseAddress, raw.count > skip, let dst = out.baseAddress else { return }
-                        (dst + at).initialize(from: (src + skip).assumingMemoryBound(to: UInt8.self), count: raw.count - skip)
-                        at += raw.count - skip
-                    }
-                    // Free each chunk once copied: the peak stays one chunk above the body.
-                    pieces[i] = []
-                }
-                initialized = at
-            }
+            // Under a MiB: the body is the buffer itself, the properties removed in place.
+            result = head
+            head = []
+            result.removeSubrange(0..<headLength)
         }
-        return BLIPMessage(type: type, number: number, flags: flags.subtracting(.moreComing), properties: props, body: body)
+        head = []
+        body = nil
+        return BLIPMessage(type: type, number: number, flags: flags.subtracting(.moreComing), properties: props, body: result)
     }
 
     /// Parses a whole message that arrived in one frame, copying only its body.

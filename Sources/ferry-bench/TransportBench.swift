@@ -14,6 +14,7 @@ struct BLIPBench: AsyncParsableCommand {
 
     @Option(help: "Seconds per rate measurement.") var seconds = 3.0
     @Option(name: .customLong("big-mib"), help: "Body size for the throughput runs, in MiB.") var bigMiB = 64
+    @Option(help: "Echoes per throughput row, raw and BLIP alternating; the medians are reported.") var repeats = 5
     @Option(help: "Run only these rows (comma-separated: rate1, rate64, json64, big, bigstream, bigjson); for profiling.")
     var only: String?
     @Flag(name: .customLong("blip-only"), help: "Skip the raw WebSocket side (for profiling BLIP alone).")
@@ -73,28 +74,41 @@ struct BLIPBench: AsyncParsableCommand {
         }
         if wants("big") {
             let big = noise(bigMiB << 20)
-            let wt = blipOnly ? .nan : try await ws.throughput(payload: big)
-            let bt = try await blipThroughput(blip, body: big, compressed: false)
+            let (wt, bt) = try await interleaved(raw: { try await ws.throughput(payload: big) },
+                                                 blip: { try await blipThroughput(blip, body: big, compressed: false) })
             row("\(bigMiB) MiB body echo", wt, bt, unit: "MB/s")
         }
         if wants("bigstream") {
             // The same echo with BLIP's streamed bodies (neither side holds the body whole):
             // how an application moves large bodies; beside the same raw whole-message echo.
             let big = noise(bigMiB << 20)
-            let wt = blipOnly ? .nan : try await ws.throughput(payload: big)
-            let bt = try await blipStreamedThroughput(blip, body: big)
+            let (wt, bt) = try await interleaved(raw: { try await ws.throughput(payload: big) },
+                                                 blip: { try await blipStreamedThroughput(blip, body: big) })
             row("\(bigMiB) MiB body echo, streamed", wt, bt, unit: "MB/s")
         }
         if wants("bigjson") {
             let bigJSON = jsonLike(bigMiB << 20)
-            let wtj = blipOnly ? .nan : try await ws.throughput(payload: bigJSON)
-            let btj = try await blipThroughput(blip, body: bigJSON, compressed: true)
+            let (wtj, btj) = try await interleaved(raw: { try await ws.throughput(payload: bigJSON) },
+                                                   blip: { try await blipThroughput(blip, body: bigJSON, compressed: true) })
             row("\(bigMiB) MiB JSON echo, compressed", wtj, btj, unit: "MB/s")
         }
         print("peak RSS (both peers, one process): \(peakRSSMiB()) MiB")
         await blip.close()
         await blipServer.close()
         await wsServer.close()
+    }
+
+    /// Runs a raw and a BLIP throughput measurement `repeats` times, alternating so that both
+    /// see the same machine, and returns the median of each (one 64 MiB echo lasts ~0.1 s, so a
+    /// single one mostly measured what else the machine was doing).
+    func interleaved(raw: () async throws -> Double, blip: () async throws -> Double) async throws -> (Double, Double) {
+        var raws: [Double] = [], blips: [Double] = []
+        for _ in 0..<max(1, repeats) {
+            if !blipOnly { raws.append(try await raw()) }
+            blips.append(try await blip())
+        }
+        func median(_ v: [Double]) -> Double { v.isEmpty ? .nan : v.sorted()[v.count / 2] }
+        return (median(raws), median(blips))
     }
 
     func row(_ name: String, _ raw: Double, _ blip: Double, unit: String) {

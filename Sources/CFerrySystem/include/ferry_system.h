@@ -36,6 +36,14 @@ size_t ferry_mask_copy(uint8_t *dst, const uint8_t *src, size_t len, const uint8
 /// leaving `*crc` alone, for long input on CPUs without PCLMULQDQ (the caller uses zlib).
 size_t ferry_crc32_prefix(uint32_t *crc, const uint8_t *buf, size_t len);
 
+/// Asks the kernel to back the 2 MiB-aligned interior of `[p, p + len)` with transparent huge
+/// pages (MADV_HUGEPAGE), so filling a large buffer takes one page fault per 2 MiB rather than
+/// per 4 KiB. Advice only: ignored where unsupported.
+void ferry_advise_huge_pages(void *p, size_t len);
+
+/// The machine's physical memory in bytes (0 if unknown).
+uint64_t ferry_physical_memory(void);
+
 /// Monotonic clock in nanoseconds.
 uint64_t ferry_monotonic_ns(void);
 
