@@ -7,7 +7,8 @@ import FuzzSupport
 func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     guard let data, size > 0 else { return 0 }
     var config = BLIPConfiguration()
-    config.maxMessageSize = 1 << 20
+    // Above IncomingMessage.chunkSize (1 MiB), so inflated frames can reach the separate-body path.
+    config.maxMessageSize = 3 << 20
     let session = BLIPSession(configuration: config)
     // Give the session requests to receive responses for.
     for _ in 0..<4 { session.send(request: .request(profile: "p")) }
