@@ -23,9 +23,14 @@ enum AcknowledgedRevisions {
         var any = false
         while try s.step() {
             any = true
-            guard let rev = try? RevisionID(s.string(1)), tree.nodes[rev] != nil else { continue }
-            tree.setRemoteRevision(rev, remote: s.int(0))
+            apply(remote: s.int(0), revision: s.string(1), to: &tree)
         }
         return any
+    }
+
+    /// Applies one row: `remote` has `revision`, if the tree still holds it.
+    static func apply(remote: Int, revision: String, to tree: inout RevisionTree) {
+        guard let rev = try? RevisionID(revision), tree.nodes[rev] != nil else { return }
+        tree.setRemoteRevision(rev, remote: remote)
     }
 }

@@ -50,19 +50,66 @@ extension Database {
         return try readers.withReader { (c) throws(StoreError) -> [String: RevisionTree] in
             try c.execute("BEGIN")
             defer { try? c.execute("COMMIT") }
-            let s = try c.prepare("SELECT body, tree FROM docs WHERE doc_id = ?")
-            let acks = try c.prepare(AcknowledgedRevisions.selectSQL)
             var out: [String: RevisionTree] = [:]
             out.reserveCapacity(documentIDs.count)
-            for id in documentIDs {
-                defer { s.reset() }
-                s.bind(1, id)
-                guard try s.step() else { continue }
-                var tree = try RevisionTreeCodec.decode(s.bytes(1), currentBody: s.bytes(0), documentID: id)
-                _ = try AcknowledgedRevisions.apply(acks, documentID: id, to: &tree)
-                out[id] = tree
+            try Self.readTrees(documentIDs, on: c, into: &out)
+            return out
+        }
+    }
+
+    /// The revision trees of the documents of a batch of changes (as `revisionTrees(of:)` with
+    /// their IDs). A dense batch — a page of the change feed, what a pusher sends — is read in
+    /// one scan of its sequence range, with the acknowledged revisions joined in, rather than
+    /// one lookup by ID per document; a document changed again since (now past the range) is
+    /// then looked up by ID.
+    public func revisionTrees(of changes: [Change]) throws(StoreError) -> [String: RevisionTree] {
+        guard let first = changes.first else { return [:] }
+        var low = first.sequence, high = first.sequence
+        for c in changes { low = min(low, c.sequence); high = max(high, c.sequence) }
+        // A sparse batch (a filtered push) would scan rows nobody wants.
+        guard high - low < 2 * Int64(changes.count) + 16 else { return try revisionTrees(of: changes.map(\.documentID)) }
+        let wanted = Set(changes.map(\.documentID))
+        return try readers.withReader { (c) throws(StoreError) -> [String: RevisionTree] in
+            try c.execute("BEGIN")
+            defer { try? c.execute("COMMIT") }
+            var out: [String: RevisionTree] = [:]
+            out.reserveCapacity(wanted.count)
+            let s = try c.prepare("""
+                SELECT d.doc_id, d.body, d.tree, r.remote_key, r.rev_id
+                FROM docs d LEFT JOIN remote_revs r ON r.doc_id = d.doc_id
+                WHERE d.sequence BETWEEN ? AND ?
+                """)
+            defer { s.reset() }
+            s.bind(1, low)
+            s.bind(2, high)
+            while try s.step() {
+                let id = s.string(0)
+                guard wanted.contains(id) else { continue }
+                if out[id] == nil {
+                    out[id] = try RevisionTreeCodec.decode(s.bytes(2), currentBody: s.bytes(1), documentID: id)
+                }
+                if !s.isNull(3) { AcknowledgedRevisions.apply(remote: s.int(3), revision: s.string(4), to: &out[id, default: RevisionTree()]) }
+            }
+            s.reset()
+            if out.count < wanted.count {
+                try Self.readTrees(wanted.filter { out[$0] == nil }, on: c, into: &out)
             }
             return out
+        }
+    }
+
+    /// Reads the trees of `documentIDs` one lookup each, with their acknowledged revisions.
+    private static func readTrees(_ documentIDs: some Sequence<String>, on c: Connection,
+                                  into out: inout [String: RevisionTree]) throws(StoreError) {
+        let s = try c.prepare("SELECT body, tree FROM docs WHERE doc_id = ?")
+        let acks = try c.prepare(AcknowledgedRevisions.selectSQL)
+        for id in documentIDs {
+            defer { s.reset() }
+            s.bind(1, id)
+            guard try s.step() else { continue }
+            var tree = try RevisionTreeCodec.decode(s.bytes(1), currentBody: s.bytes(0), documentID: id)
+            _ = try AcknowledgedRevisions.apply(acks, documentID: id, to: &tree)
+            out[id] = tree
         }
     }
 }

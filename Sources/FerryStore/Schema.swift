@@ -78,6 +78,8 @@ enum Schema {
             _ = try conn.scalarInt("SELECT max(sequence) FROM docs")
         }
 
+        // Only takes effect on an empty file, and only before it leaves rollback-journal mode.
+        if isFresh { try conn.execute("PRAGMA page_size=\(options.pageSize)") }
         _ = try conn.strings("PRAGMA journal_mode=WAL")
         try conn.execute("PRAGMA synchronous=\(options.durability == .full ? "FULL" : "NORMAL")")
         _ = try conn.strings("PRAGMA wal_autocheckpoint=\(max(1, options.walAutoCheckpointPages))")

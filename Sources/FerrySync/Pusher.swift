@@ -148,7 +148,7 @@ final class Pusher: Sendable {
         let trees: [String: RevisionTree]
         let parents: [String: RevisionID]
         do {
-            trees = try database.revisionTrees(of: changes.map(\.documentID))
+            trees = try database.revisionTrees(of: changes)
             parents = try database.remoteRevisions(in: trees, remote: remote)
         } catch { throw .store(error) }
         // Revisions the peer is known to have (pulled from it) are not offered back.
@@ -238,7 +238,7 @@ final class Pusher: Sendable {
         }
         reporter.completed(judged)
         let trees: [String: RevisionTree]
-        do { trees = try database.revisionTrees(of: toSend.map(\.0.documentID)) } catch { throw .store(error) }
+        do { trees = try database.revisionTrees(of: toSend.map(\.0)) } catch { throw .store(error) }
         let (messages, sent) = revMessages(toSend, trees: trees, noConflicts: false)
         for (message, change) in zip(messages, sent) {
             try await window.acquire()

@@ -54,6 +54,37 @@ import Testing
         #expect(try rows(dir) == 0)
     }
 
+    /// A pusher reads a batch's trees by scanning its sequence range with the pins joined in
+    /// (`revisionTrees(of: [Change])`); it must give what lookups by ID give, including for a
+    /// document changed again since the batch was read and for rows outside the batch.
+    @Test func aBatchReadBySequenceMatchesLookupsByID() throws {
+        let (db, dir) = try freshDatabase()
+        defer { withExtendedLifetime(dir) {} }
+        var revs: [String: RevisionID] = [:]
+        for id in ["a", "b", "c", "d", "e"] { revs[id] = try save(db, Document(id: id, properties: ["id": .string(id)])).1 }
+        try db.setRemoteRevisions([(documentID: "b", revisionID: try #require(revs["b"])),
+                                   (documentID: "d", revisionID: try #require(revs["d"]))], remote: "peer")
+        try db.setRemoteRevisions([(documentID: "b", revisionID: try #require(revs["b"]))], remote: "other")
+        let all = try db.changes(since: 0)
+        let batch = all.filter { $0.documentID != "c" }   // "c" lies in the range but is not asked for
+        var changed = try #require(try db.document("d"))
+        changed.properties["again"] = true
+        let newD = try #require(try db.save(changed).revisionID)
+
+        let scanned = try db.revisionTrees(of: batch)
+        let looked = try db.revisionTrees(of: batch.map(\.documentID))
+        #expect(Set(scanned.keys) == ["a", "b", "d", "e"])
+        for (id, tree) in looked {
+            let other = try #require(scanned[id])
+            #expect(other.nodes.keys.sorted() == tree.nodes.keys.sorted(), "\(id)")
+            #expect(other.remoteRevisions == tree.remoteRevisions, "\(id)")
+            for (rev, node) in tree.nodes { #expect(other.nodes[rev]?.body == node.body, "\(id) \(rev)") }
+        }
+        #expect(scanned["b"]?.remoteRevisions.count == 2)
+        #expect(scanned["d"]?.nodes[newD] != nil)
+        #expect(try db.remoteRevisions(in: scanned, remote: "peer") == ["b": try #require(revs["b"]), "d": try #require(revs["d"])])
+    }
+
     @Test func revisionsNotInTheTreeAndPurgedDocumentsLeaveNoPin() throws {
         let (db, dir) = try freshDatabase()
         let (_, first) = try save(db, Document(id: "doc", properties: ["v": 1]))
