@@ -9,11 +9,12 @@ enum RevisionTreeCodec {
     static let version: UInt8 = 1
 
     static func encode(_ tree: RevisionTree, currentInRow current: RevisionID?) -> [UInt8] {
-        // Most documents have one revision and no remote: no sorting or index needed.
-        if tree.nodes.count == 1, tree.remoteRevisions.isEmpty, let n = tree.nodes.values.first {
+        // Most documents have one revision (and at most the remote it came from): no sorting
+        // or index needed.
+        if tree.nodes.count == 1, tree.remoteRevisions.count <= 1, let n = tree.nodes.values.first {
             let text = n.revisionID.description.utf8
             var out: [UInt8] = [version, 1]
-            out.reserveCapacity(8 + text.count + (n.body?.count ?? 0))
+            out.reserveCapacity(16 + text.count + (n.body?.count ?? 0))
             putVarint(UInt64(text.count), &out)
             out.append(contentsOf: text)
             out.append(0)                                    // a root
@@ -25,7 +26,13 @@ enum RevisionTreeCodec {
                 putVarint(UInt64(b.count), &out)
                 out.append(contentsOf: b)
             }
-            out.append(0)                                    // no remotes
+            if let (remote, _) = tree.remoteRevisions.first {
+                out.append(1)                                // one remote, at node 0
+                putVarint(UInt64(remote), &out)
+                out.append(0)
+            } else {
+                out.append(0)                                // no remotes
+            }
             return out
         }
         let sorted = tree.nodes.keys.sorted()

@@ -28,6 +28,7 @@ final class WriteTransaction {
     private var loadStatement: Statement?
     private var loadTreeStatement: Statement?
     private var insertStatement: Statement?
+    private var insertIfNewStatement: Statement?
     private var updateStatement: Statement?
     private var acknowledgedStatement: Statement?
     private var recordAcknowledgedStatement: Statement?
@@ -35,6 +36,11 @@ final class WriteTransaction {
     /// Documents whose trees took rows of `remote_revs` in this transaction; storing such a
     /// tree deletes the rows (the tree holds them now).
     private var folded: Set<String> = []
+    /// Whether a replicated revision is first tried as a new document (`insertIfNew`): true
+    /// until one turns out to exist, then false for the rest of the transaction.
+    private var assumeNewDocuments = true
+    /// `remoteKey` answers given in this transaction.
+    private var remoteKeys: [String: Int] = [:]
 
     func cached(_ slot: inout Statement?, _ sql: String) throws(StoreError) -> Statement {
         if let s = slot {
@@ -116,6 +122,13 @@ final class WriteTransaction {
     /// conflict, a resolution) the type is read from the current body.
     @discardableResult
     func store(_ id: String, key: Int64?, tree: inout RevisionTree, typeHint: TypeHint? = nil) throws(StoreError) -> Int64 {
+        // Without `onlyIfNew` a result is always returned (a failed write throws).
+        try store(id, key: key, tree: &tree, typeHint: typeHint, onlyIfNew: false) ?? lastSequence
+    }
+
+    /// `store`; with `onlyIfNew` (and no key) the row is inserted only if no document has the
+    /// ID, and nil is returned, nothing written, if one has.
+    func store(_ id: String, key: Int64?, tree: inout RevisionTree, typeHint: TypeHint?, onlyIfNew: Bool) throws(StoreError) -> Int64? {
         tree.prune(maxDepth: options.maxRevisionTreeDepth)
         let leaves = tree.unsortedLeaves
         guard let cur = RevisionTree.winner(of: leaves) else { throw .corruptRevisionTree(documentID: id) }
@@ -131,6 +144,9 @@ final class WriteTransaction {
         if let key {
             s = try cached(&updateStatement, "UPDATE docs SET rev_id = ?, deleted = ?, conflicted = ?, sequence = ?, body = ?, tree = ?, doc_type = ? WHERE doc_key = ?")
             s.bind(8, key)
+        } else if onlyIfNew {
+            s = try cached(&insertIfNewStatement, "INSERT INTO docs (rev_id, deleted, conflicted, sequence, body, tree, doc_type, doc_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (doc_id) DO NOTHING")
+            s.bind(8, id)
         } else {
             s = try cached(&insertStatement, "INSERT INTO docs (rev_id, deleted, conflicted, sequence, body, tree, doc_type, doc_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
             s.bind(8, id)
@@ -143,6 +159,10 @@ final class WriteTransaction {
         s.bindText(5, cur.body ?? Self.emptyObject)
         s.bindBlob(6, blob)
         try s.run()
+        if onlyIfNew && conn.changes == 0 {
+            lastSequence -= 1
+            return nil
+        }
         try dropFolded(id)
         return lastSequence
     }
@@ -330,6 +350,13 @@ final class WriteTransaction {
             type = Self.documentType(in: props, path: context.typePath)
         }
 
+        if assumeNewDocuments && context.validators.isEmpty {
+            if let outcome = try insertIfNew(r.documentID, history: history, deleted: r.isDeleted, body: r.body,
+                                             type: type, remote: remote) {
+                return outcome
+            }
+            assumeNewDocuments = false
+        }
         let stored = try load(r.documentID)
         var tree = stored?.tree ?? RevisionTree()
         let previous = tree.current
@@ -372,6 +399,22 @@ final class WriteTransaction {
                             typeHint: TypeHint(revision: rev, type: type))
         return InsertOutcome(status: .inserted, current: tree.current?.revisionID, conflictedWith: conflictedWith,
                              resolved: resolved, sequence: seq)
+    }
+
+    /// Stores a revision as a new document — what the general path does when no document has
+    /// the ID — and returns nil, having written nothing, if one has. Most revisions of a bulk
+    /// transfer are of documents not here yet; for them the INSERT's own uniqueness check
+    /// replaces a lookup that finds nothing (a receiver's second-largest store cost).
+    private func insertIfNew(_ id: String, history: [RevisionID], deleted: Bool, body: [UInt8], type: String?,
+                             remote: Int?) throws(StoreError) -> InsertOutcome? {
+        var tree = RevisionTree()
+        _ = try tree.insert(history: history, deleted: deleted, body: body)
+        let rev = history[0]
+        if let remote { tree.setRemoteRevision(rev, remote: remote) }
+        guard let seq = try store(id, key: nil, tree: &tree, typeHint: TypeHint(revision: rev, type: type), onlyIfNew: true) else {
+            return nil
+        }
+        return InsertOutcome(status: .inserted, current: tree.current?.revisionID, conflictedWith: nil, resolved: false, sequence: seq)
     }
 
     // MARK: - Conflict resolution (docs/store.md §4, reference §4.6)
@@ -450,16 +493,23 @@ final class WriteTransaction {
 
     /// The number of a remote (peer address / replication ID), created on first use.
     func remoteKey(_ address: String) throws(StoreError) -> Int {
+        // A batch of pulled revisions asks once per revision; the answer cannot change within
+        // the transaction (and a rolled-back one takes this cache with it).
+        if let key = remoteKeys[address] { return key }
         let q = try conn.prepare("SELECT remote_key FROM remotes WHERE address = ?")
         q.bind(1, address)
+        let key: Int
         if try q.step() {
-            defer { q.reset() }
-            return q.int(0)
+            key = q.int(0)
+            q.reset()
+        } else {
+            q.reset()
+            let i = try conn.prepare("INSERT INTO remotes (address) VALUES (?)")
+            i.bind(1, address)
+            try i.run()
+            key = Int(conn.lastInsertRowID)
         }
-        q.reset()
-        let i = try conn.prepare("INSERT INTO remotes (address) VALUES (?)")
-        i.bind(1, address)
-        try i.run()
-        return Int(conn.lastInsertRowID)
+        remoteKeys[address] = key
+        return key
     }
 }

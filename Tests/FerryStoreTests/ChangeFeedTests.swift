@@ -22,6 +22,37 @@ import Testing
         #expect(throws: StoreError.invalidArgument("limit must be positive")) { try db.changes(since: 0, limit: 0) }
     }
 
+    /// A batch of replicated revisions first tries each as a new document (`insertIfNew`);
+    /// one that exists falls back to the general path. Either way the outcomes are the general
+    /// path's and the sequences stay gapless.
+    @Test func aBatchMixingNewAndExistingDocumentsKeepsSequencesGapless() throws {
+        let (db, dir) = try freshDatabase()
+        _ = dir
+        try db.insert(ReplicatedRevision(documentID: "old", history: ["1-aa"], body: json(#"{"v":1}"#)))
+        let outcomes = try db.insert([
+            ReplicatedRevision(documentID: "new1", history: ["1-bb"], body: json(#"{"v":1}"#)),
+            ReplicatedRevision(documentID: "old", history: ["2-cc", "1-aa"], body: json(#"{"v":2}"#)),
+            ReplicatedRevision(documentID: "new2", history: ["1-dd"], body: json(#"{"v":1}"#)),
+            ReplicatedRevision(documentID: "old", history: ["2-cc", "1-aa"], body: json(#"{"v":2}"#)),
+            ReplicatedRevision(documentID: "new1", history: ["1-ee"], body: json(#"{"v":3}"#)),
+        ], fromRemote: "ws://peer/db")
+        let results = try outcomes.map { try $0.get() }
+        #expect(results.map(\.status) == [.inserted, .inserted, .inserted, .noop, .inserted])
+        #expect(results.map(\.sequence) == [2, 3, 4, nil, 5])
+        #expect(results[1].current == rev("2-cc") && results[1].conflictedWith == nil)
+        #expect(results[4].conflictedWith == rev("1-bb") || results[4].conflictedWith == rev("1-ee"))
+        let feed = try db.changes(since: 0)
+        #expect(feed.map(\.sequence) == [3, 4, 5])
+        #expect(feed.map(\.documentID) == ["old", "new2", "new1"])
+        #expect(try db.document("new2")?["v"] == 1)
+        #expect(try db.remoteRevisions(of: ["new2", "old"], remote: "ws://peer/db") == ["new2": rev("1-dd"), "old": rev("2-cc")])
+        // Again in a fresh transaction that starts with an existing document.
+        let again = try db.insert([ReplicatedRevision(documentID: "new2", history: ["2-f0", "1-dd"], body: json(#"{"v":2}"#)),
+                                   ReplicatedRevision(documentID: "new3", history: ["1-a0"], body: json(#"{"v":1}"#))])
+        #expect(try again.map { try $0.get().sequence } == [6, 7])
+        #expect(db.lastSequence == 7)
+    }
+
     @Test func theLiveFeedDeliversCommitsAsTheyHappen() async throws {
         let (db, dir) = try freshDatabase()
         _ = dir
