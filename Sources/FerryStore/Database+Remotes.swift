@@ -26,11 +26,22 @@ extension Database {
     /// transaction. Revisions no longer in a document's tree are ignored. Assigns no sequence
     /// and leaves the document rows alone: this is bookkeeping, not a change to replicate
     /// (`AcknowledgedRevisions` says where it goes).
-    public func setRemoteRevisions(_ revisions: [(documentID: String, revisionID: RevisionID)], remote: String) throws(StoreError) {
+    ///
+    /// `purgeCountBefore`, if given, is `purgeCount()` read before the revisions were (e.g.
+    /// before the trees a pusher sent them from): when nothing was purged since, the documents
+    /// are known to exist and are not looked up again — a pusher's largest store cost.
+    public func setRemoteRevisions(_ revisions: [(documentID: String, revisionID: RevisionID)], remote: String,
+                                   purgeCountBefore: Int64? = nil) throws(StoreError) {
         guard !revisions.isEmpty else { return }
         try inBatch { (b) throws(StoreError) in
-            try b.txn.recordAcknowledged(revisions, remote: b.txn.remoteKey(remote))
+            try b.txn.recordAcknowledged(revisions, remote: b.txn.remoteKey(remote), purgesBefore: purgeCountBefore)
         }
+    }
+
+    /// How many documents this file has seen purged, ever (a counter in the file, so other
+    /// processes' purges count too): equal readings mean no purge happened between them.
+    public func purgeCount() throws(StoreError) -> Int64 {
+        try readers.withReader { (c) throws(StoreError) -> Int64 in try WriteTransaction.purgeCount(c) }
     }
 }
 

@@ -98,9 +98,14 @@ final class WriteTransaction {
         try s.run()
     }
 
-    /// Records that `remote` has these revisions, without touching the document rows.
-    func recordAcknowledged(_ revisions: [(documentID: String, revisionID: RevisionID)], remote: Int) throws(StoreError) {
-        let s = try cached(&recordAcknowledgedStatement, AcknowledgedRevisions.recordSQL)
+    /// Records that `remote` has these revisions, without touching the document rows. With
+    /// `purgesBefore` — `purgeCount()` read before the revisions were — and no purge since,
+    /// every document is known to exist and the per-row existence check is skipped.
+    func recordAcknowledged(_ revisions: [(documentID: String, revisionID: RevisionID)], remote: Int,
+                            purgesBefore: Int64? = nil) throws(StoreError) {
+        let unchecked = try purgesBefore.map { (n) throws(StoreError) in try purgeCount() == n } ?? false
+        let s = unchecked ? try conn.prepare(AcknowledgedRevisions.recordUncheckedSQL)
+                          : try cached(&recordAcknowledgedStatement, AcknowledgedRevisions.recordSQL)
         for (id, rev) in revisions {
             s.bind(1, id)
             s.bind(2, remote)
@@ -325,6 +330,7 @@ final class WriteTransaction {
         s.bind(1, id)
         try s.run()
         guard conn.changes > 0 else { throw .notFound }
+        try conn.prepare(AcknowledgedRevisions.countPurgeSQL).run()
         try dropAcknowledged(id)
         folded.remove(id)
     }
@@ -492,6 +498,17 @@ final class WriteTransaction {
     // MARK: - Remotes
 
     /// The number of a remote (peer address / replication ID), created on first use.
+    /// `meta.purges` (see `Database.purgeCount()`).
+    func purgeCount() throws(StoreError) -> Int64 {
+        try Self.purgeCount(conn)
+    }
+
+    static func purgeCount(_ conn: Connection) throws(StoreError) -> Int64 {
+        let s = try conn.prepare(AcknowledgedRevisions.purgesSQL)
+        defer { s.reset() }
+        return try s.step() ? s.int64(0) : 0
+    }
+
     func remoteKey(_ address: String) throws(StoreError) -> Int {
         // A batch of pulled revisions asks once per revision; the answer cannot change within
         // the transaction (and a rolled-back one takes this cache with it).

@@ -147,7 +147,9 @@ final class Pusher: Sendable {
         // One read of the trees serves both the remote parents and the `rev` messages.
         let trees: [String: RevisionTree]
         let parents: [String: RevisionID]
+        let purges: Int64
         do {
+            purges = try database.purgeCount()
             trees = try database.revisionTrees(of: changes)
             parents = try database.remoteRevisions(in: trees, remote: remote)
         } catch { throw .store(error) }
@@ -199,7 +201,7 @@ final class Pusher: Sendable {
         reporter.completed(judged)
         synced += try await sendRevs(toSend.map { ($0.change, $0.known, JSONValue.int($0.change.sequence)) }, trees: trees,
                                      noConflicts: true)
-        do { try database.setRemoteRevisions(synced, remote: remote) } catch { throw .store(error) }
+        do { try database.setRemoteRevisions(synced, remote: remote, purgeCountBefore: purges) } catch { throw .store(error) }
     }
 
     private func sendProposals(_ proposals: [ReplicationMessages.ProposedChange]) async throws(ReplicationError) -> [ReplicationMessages.ProposalStatus] {

@@ -104,6 +104,27 @@ import Testing
         #expect(try db.remoteRevisions(of: ["doc"], remote: "peer").isEmpty)
     }
 
+    /// A pusher passes the purge count it read before its trees: unchanged, rows are written
+    /// without looking the documents up; a purge in between (this process or another) brings
+    /// the check back, so an acknowledgement of a purged document still leaves no row.
+    @Test func anAcknowledgementAfterAPurgeLeavesNoRowEvenWithTheFastPath() throws {
+        let (db, dir) = try freshDatabase()
+        let (_, a) = try save(db, Document(id: "a", properties: ["v": 1]))
+        let (_, b) = try save(db, Document(id: "b", properties: ["v": 1]))
+        let before = try db.purgeCount()
+        #expect(before == 0)
+        try db.setRemoteRevisions([(documentID: "a", revisionID: a)], remote: "peer", purgeCountBefore: before)
+        #expect(try rows(dir) == 1)
+        try db.purge("b")
+        #expect(try db.purgeCount() == 1)
+        try db.setRemoteRevisions([(documentID: "b", revisionID: b)], remote: "peer", purgeCountBefore: before)
+        #expect(try rows(dir) == 1)
+        #expect(try rawScalar(dir.path("test.ferry"), "SELECT count(*) FROM remote_revs WHERE doc_id = 'b'") == "0")
+        // Another process's purge counts too: the counter lives in the file.
+        try rawExec(dir.path("test.ferry"), "UPDATE meta SET value = value + 1 WHERE key = 'purges'")
+        #expect(try db.purgeCount() == 2)
+    }
+
     /// A replicated insert from the same remote after an acknowledgement: the newer pin wins,
     /// the older revision loses its body, and the row goes.
     @Test func aPulledRevisionSupersedesTheAcknowledgedOne() throws {
