@@ -35,13 +35,18 @@ final class ExternalWriteWatcher: Sendable {
         let queue = DispatchQueue(label: "ferry.store.watch")
         let chain = CheckChain(queue: queue, writer: writer)
         let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+        // One buffer for every drain (the handler runs thousands of times a second while this
+        // process writes); only the handler, serial on `queue`, touches it.
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
         source.setEventHandler {
             // Drain the events; what changed is read from the database itself.
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            while buffer.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }) > 0 {}
+            while read(fd, buffer.baseAddress, buffer.count) > 0 {}
             chain.restart()
         }
-        source.setCancelHandler { Glibc.close(fd) }
+        source.setCancelHandler {
+            Glibc.close(fd)
+            buffer.deallocate()
+        }
         source.resume()
         self.source = source
         #else

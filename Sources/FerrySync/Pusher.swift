@@ -100,7 +100,20 @@ final class Pusher: Sendable {
         }
         while !Task.isCancelled {
             let changes: [Change]
-            do { changes = try database.changes(since: position, limit: batchSize) } catch { throw .store(error) }
+            // Proposing every change (no selector) sends every change's tree (its remote parent,
+            // its `rev`): read them in the same scan, after the purge count `setRemoteRevisions`
+            // compares with.
+            var read: (trees: [String: RevisionTree], purges: Int64)?
+            do {
+                if case .propose = mode, select == nil {
+                    let purges = try database.purgeCount()
+                    let batch = try database.changesWithTrees(since: position, limit: batchSize)
+                    changes = batch.changes
+                    read = (batch.trees, purges)
+                } else {
+                    changes = try database.changes(since: position, limit: batchSize)
+                }
+            } catch { throw .store(error) }
             guard let last = changes.last else {
                 try await settle()
                 if !announcedCaughtUp {
@@ -127,10 +140,11 @@ final class Pusher: Sendable {
                 continue
             }
             let batch = selected
+            let prefetched = read
             let work = Task { () -> Result<Void, ReplicationError> in
                 guard !batch.isEmpty, case .propose(let remote, let alsoPulling) = self.mode else { return .success(()) }
                 do throws(ReplicationError) {
-                    try await self.propose(batch, remote: remote, alsoPulling: alsoPulling)
+                    try await self.propose(batch, remote: remote, alsoPulling: alsoPulling, read: prefetched)
                     return .success(())
                 } catch { return .failure(error) }
             }
@@ -143,14 +157,20 @@ final class Pusher: Sendable {
 
     // MARK: Active push (proposeChanges)
 
-    private func propose(_ changes: [Change], remote: String, alsoPulling: Bool) async throws(ReplicationError) {
+    /// `read`: the changes' trees and the purge count read before them, if the caller has them.
+    private func propose(_ changes: [Change], remote: String, alsoPulling: Bool,
+                         read: (trees: [String: RevisionTree], purges: Int64)?) async throws(ReplicationError) {
         // One read of the trees serves both the remote parents and the `rev` messages.
         let trees: [String: RevisionTree]
         let parents: [String: RevisionID]
         let purges: Int64
         do {
-            purges = try database.purgeCount()
-            trees = try database.revisionTrees(of: changes)
+            if let read {
+                (trees, purges) = read
+            } else {
+                purges = try database.purgeCount()
+                trees = try database.revisionTrees(of: changes)
+            }
             parents = try database.remoteRevisions(in: trees, remote: remote)
         } catch { throw .store(error) }
         // Revisions the peer is known to have (pulled from it) are not offered back.

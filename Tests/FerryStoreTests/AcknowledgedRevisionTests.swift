@@ -85,6 +85,28 @@ import Testing
         #expect(try db.remoteRevisions(in: scanned, remote: "peer") == ["b": try #require(revs["b"]), "d": try #require(revs["d"])])
     }
 
+    /// A proposing pusher reads each page of changes with their trees in one scan
+    /// (`changesWithTrees`): the same changes and trees as the two separate reads, pins of
+    /// several remotes joined in, the limit counting documents rather than joined rows.
+    @Test func changesWithTreesMatchesTheSeparateReads() throws {
+        let (db, dir) = try freshDatabase()
+        defer { withExtendedLifetime(dir) {} }
+        var acks: [(documentID: String, revisionID: RevisionID)] = []
+        for i in 0..<7 {
+            let (_, r) = try save(db, Document(id: "d\(i)", properties: ["i": .int(Int64(i))]))
+            acks.append((documentID: "d\(i)", revisionID: r))
+        }
+        try db.setRemoteRevisions(acks, remote: "one")
+        try db.setRemoteRevisions(Array(acks.prefix(4)), remote: "two")
+        for (since, limit) in [(Int64(0), 3), (Int64(2), 10), (Int64(7), 5)] {
+            let together = try db.changesWithTrees(since: since, limit: limit)
+            let changes = try db.changes(since: since, limit: limit)
+            #expect(together.changes == changes)
+            #expect(together.trees == (try db.revisionTrees(of: changes.map(\.documentID))))
+        }
+        #expect(try db.changesWithTrees(since: 0, limit: 3).trees["d1"]?.remoteRevisions.count == 2)
+    }
+
     @Test func revisionsNotInTheTreeAndPurgedDocumentsLeaveNoPin() throws {
         let (db, dir) = try freshDatabase()
         let (_, first) = try save(db, Document(id: "doc", properties: ["v": 1]))
