@@ -51,6 +51,8 @@ public final class BLIPSession {
     @exclusivity(unchecked) private var inCRC = BLIPChecksum()
     private lazy var deflater = BLIPDeflater(level: configuration.compressionLevel)
     private lazy var inflater = BLIPInflater(maxOutput: configuration.maxMessageSize + 64)
+    /// What incoming messages may reserve for their bodies (`IncomingMessage`).
+    private lazy var bodyReservations = BodyReservations(limit: configuration.maxMessageSize + 16)
     /// Asked once per multi-frame message, when its properties have arrived (the message is
     /// given with an empty body): a body to stream it into, or nil to assemble it whole.
     /// Must not call back into the session.
@@ -424,7 +426,8 @@ public final class BLIPSession {
     private func incomingMessage(type: BLIPMessageType, number: UInt64, flags: BLIPFlags) throws(BLIPError) -> IncomingMessage {
         if let m = partial(type, number) { return m }
         try acceptNewMessage(type: type, number: number)
-        let m = IncomingMessage(type: type, number: number, flags: flags, limit: configuration.maxMessageSize + 16)
+        let m = IncomingMessage(type: type, number: number, flags: flags, limit: configuration.maxMessageSize + 16,
+                                reservations: bodyReservations)
         if type == .request { incomingRequests.insert(m, for: number) } else { incomingResponses.insert(m, for: number) }
         return m
     }

@@ -15,12 +15,9 @@ enum AcknowledgedRevisions {
     /// `recordSQL` without the existence check (which cost as much as the insert): for when
     /// no document was purged since the acknowledged ones were read (`meta.purges` unchanged).
     static let recordUncheckedSQL = "INSERT OR REPLACE INTO remote_revs (doc_id, remote_key, rev_id) VALUES (?1, ?2, ?3)"
-    /// `meta.purges`: how many purges the file has seen (absent: none).
+    /// `meta.purges`: how many document rows the file has seen deleted (absent: none; kept by
+    /// the `docs_purged` trigger, schema 4).
     static let purgesSQL = "SELECT value FROM meta WHERE key = 'purges'"
-    static let countPurgeSQL = """
-        INSERT INTO meta (key, value) VALUES ('purges', 1)
-        ON CONFLICT (key) DO UPDATE SET value = value + 1
-        """
     static let deleteSQL = "DELETE FROM remote_revs WHERE doc_id = ?"
 
     /// Applies `id`'s rows (read with a statement prepared from `selectSQL`) to `tree`.

@@ -38,8 +38,8 @@ extension Database {
         }
     }
 
-    /// How many documents this file has seen purged, ever (a counter in the file, so other
-    /// processes' purges count too): equal readings mean no purge happened between them.
+    /// How many documents this file has seen purged, ever (kept by a trigger in the file, so
+    /// other processes' purges count too): equal readings mean no purge happened between them.
     public func purgeCount() throws(StoreError) -> Int64 {
         try readers.withReader { (c) throws(StoreError) -> Int64 in try WriteTransaction.purgeCount(c) }
     }
@@ -126,8 +126,8 @@ extension Database {
             s.bind(2, limit)
             var changes: [Change] = []
             var trees: [String: RevisionTree] = [:]
-            changes.reserveCapacity(limit)
-            trees.reserveCapacity(limit)
+            changes.reserveCapacity(min(limit, 1024))
+            trees.reserveCapacity(min(limit, 1024))
             while try s.step() {
                 let id = s.string(0)
                 let sequence = s.int64(3)

@@ -23,12 +23,13 @@ public struct DatabaseOptions: Sendable {
     /// The property that names a document's type for `documents(ofType:)` (indexed).
     public var typeKey: String = "type"
     /// The page size a new database file is created with, in bytes (a power of two from 512
-    /// to 65,536; an existing file keeps its own). SQLite's default is 4 KiB; documents of a
-    /// KiB or more insert and checkpoint ~10% faster with 8 KiB pages (fewer page headers,
-    /// WAL frames and write calls per document), while point reads stay the same.
+    /// to 65,536, else opening a new file throws `.invalidArgument`; an existing file keeps its
+    /// own). SQLite's default is 4 KiB; documents of a KiB or more insert faster with 8 KiB
+    /// pages (fewer page headers, WAL frames and write calls per document).
     public var pageSize: Int = 8192
-    /// WAL pages after which a commit checkpoints the WAL into the main file. Each
-    /// checkpoint is an fsync; SQLite's default (1000) makes batched imports wait on them.
+    /// WAL pages after which a commit checkpoints the WAL into the main file (8,192: 64 MiB
+    /// of 8 KiB pages). Each checkpoint is an fsync; SQLite's default (1000) makes batched
+    /// imports wait on them.
     public var walAutoCheckpointPages: Int = 8192
     /// Page-cache size of the write connection, in KiB.
     public var writerCacheKiB: Int = 16384

@@ -4,7 +4,7 @@ import Foundation
 /// older file up to date. Ferry files carry `PRAGMA application_id = 0x46455259` ("FERY").
 enum Schema {
     static let applicationID: Int64 = 0x4645_5259
-    static let currentVersion = 3
+    static let currentVersion = 4
 
     /// Migration `i` takes a file from version `i` to `i + 1`. Append, never edit.
     static let migrations: [String] = [
@@ -46,6 +46,15 @@ enum Schema {
             PRIMARY KEY (doc_id, remote_key)
         ) WITHOUT ROWID;
         """,
+        // 3 → 4: every deletion of a document row counts in `meta.purges`, whoever runs it (a
+        // trigger, so another process's purge counts too); a pusher compares the count to skip
+        // re-checking that the documents it acknowledges still exist. Builds older than this
+        // refuse the file (newer schema), so none can purge without counting.
+        """
+        CREATE TRIGGER docs_purged AFTER DELETE ON docs BEGIN
+            INSERT INTO meta (key, value) VALUES ('purges', 1) ON CONFLICT (key) DO UPDATE SET value = value + 1;
+        END;
+        """,
     ]
 
     /// `meta.type_key`: the type key `docs.doc_type` was computed with (nil inside: not yet).
@@ -79,7 +88,13 @@ enum Schema {
         }
 
         // Only takes effect on an empty file, and only before it leaves rollback-journal mode.
-        if isFresh { try conn.execute("PRAGMA page_size=\(options.pageSize)") }
+        if isFresh {
+            let size = options.pageSize
+            guard (512...65_536).contains(size), size & (size - 1) == 0 else {
+                throw .invalidArgument("pageSize must be a power of two from 512 to 65536, not \(size)")
+            }
+            try conn.execute("PRAGMA page_size=\(size)")
+        }
         _ = try conn.strings("PRAGMA journal_mode=WAL")
         try conn.execute("PRAGMA synchronous=\(options.durability == .full ? "FULL" : "NORMAL")")
         _ = try conn.strings("PRAGMA wal_autocheckpoint=\(max(1, options.walAutoCheckpointPages))")

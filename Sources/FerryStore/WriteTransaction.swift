@@ -330,7 +330,6 @@ final class WriteTransaction {
         s.bind(1, id)
         try s.run()
         guard conn.changes > 0 else { throw .notFound }
-        try conn.prepare(AcknowledgedRevisions.countPurgeSQL).run()
         try dropAcknowledged(id)
         folded.remove(id)
     }
@@ -497,7 +496,6 @@ final class WriteTransaction {
 
     // MARK: - Remotes
 
-    /// The number of a remote (peer address / replication ID), created on first use.
     /// `meta.purges` (see `Database.purgeCount()`).
     func purgeCount() throws(StoreError) -> Int64 {
         try Self.purgeCount(conn)
@@ -509,6 +507,7 @@ final class WriteTransaction {
         return try s.step() ? s.int64(0) : 0
     }
 
+    /// The number of a remote (peer address / replication ID), created on first use.
     func remoteKey(_ address: String) throws(StoreError) -> Int {
         // A batch of pulled revisions asks once per revision; the answer cannot change within
         // the transaction (and a rolled-back one takes this cache with it).

@@ -204,7 +204,9 @@ final class Pusher: Sendable {
             case .send:
                 toSend.append((change, proposals[i].remoteParent.map { [$0] } ?? []))
             case .alreadyHave:
-                synced.append((change.documentID, change.revisionID))
+                // Only documents whose trees were read after `purges`: one purged before that
+                // has none, and its acknowledgement must not be recorded unchecked.
+                if trees[change.documentID] != nil { synced.append((change.documentID, change.revisionID)) }
                 judged += 1
             case .conflict:
                 judged += 1

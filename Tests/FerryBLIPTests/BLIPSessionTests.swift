@@ -140,6 +140,31 @@ import Testing
         #expect(try Self.pump(b, a).first?.body == Array("ok".utf8))
     }
 
+    /// Multi-frame messages around the 1 MiB head (`IncomingMessage.separateBody`), plain and
+    /// compressed (where one inflated frame can cross it), arrive byte for byte with their
+    /// properties; a body much smaller than its reservation is handed over without the spare
+    /// capacity.
+    @Test(arguments: [false, true])
+    func bodiesAroundTheHeadBoundaryArriveIntact(compressed: Bool) throws {
+        var config = BLIPConfiguration()
+        config.maxMessageSize = 8 << 20
+        let a = BLIPSession(configuration: config), b = BLIPSession(configuration: config)
+        let mib = 1 << 20
+        for size in [mib - 40, mib - 1, mib, mib + 1, mib + 16_385, 3 * mib + 7] {
+            let body = compressed ? jsonLikeBody(size) : noiseBody(size)
+            a.send(request: .request(profile: "p", properties: [("n", "\(size)")], body: body, compressed: compressed))
+            var got: [BLIPMessage] = []
+            for _ in 0..<10_000 where got.isEmpty {
+                got += try Self.pump(a, b)
+                _ = try Self.pump(b, a)
+            }
+            let m = try #require(got.first, "\(size)")
+            #expect(got.count == 1 && m.body == body, "\(size)")
+            #expect(m.properties["n"] == "\(size)")
+            #expect(m.body.capacity - m.body.count <= 4 * m.body.count, "\(size): capacity \(m.body.capacity)")
+        }
+    }
+
     @Test func urgentOvertakesABigTransfer() throws {
         let a = BLIPSession(), b = BLIPSession()
         a.send(request: .request(profile: "bulk", body: noiseBody(2_000_000)))

@@ -142,9 +142,26 @@ import Testing
         try db.setRemoteRevisions([(documentID: "b", revisionID: b)], remote: "peer", purgeCountBefore: before)
         #expect(try rows(dir) == 1)
         #expect(try rawScalar(dir.path("test.ferry"), "SELECT count(*) FROM remote_revs WHERE doc_id = 'b'") == "0")
-        // Another process's purge counts too: the counter lives in the file.
-        try rawExec(dir.path("test.ferry"), "UPDATE meta SET value = value + 1 WHERE key = 'purges'")
+        // A deletion by another process (here the SQLite C API on the file) counts too: the
+        // counter is kept by a trigger in the file.
+        try rawExec(dir.path("test.ferry"), "DELETE FROM docs WHERE doc_id = 'a'")
         #expect(try db.purgeCount() == 2)
+    }
+
+    /// Revisions inserted as new documents (`insertIfNew`, the first-try path of a bulk pull)
+    /// carry the same pin of the remote they came from as the general path gives.
+    @Test func newDocumentsFromARemoteArePinnedLikeUpdates() throws {
+        let (db, dir) = try freshDatabase()
+        defer { withExtendedLifetime(dir) {} }
+        let revs = ["1-aa", "1-bb", "1-cc"].map { rev($0) }
+        let outcomes = try db.insert(zip(["x", "y", "z"], revs).map {
+            ReplicatedRevision(documentID: $0.0, history: [$0.1.description], body: json(#"{"v":1}"#))
+        }, fromRemote: "peer")
+        #expect(try outcomes.map { try $0.get().status } == [.inserted, .inserted, .inserted])
+        #expect(try db.remoteRevisions(of: ["x", "y", "z"], remote: "peer") == ["x": revs[0], "y": revs[1], "z": revs[2]])
+        // An update through the general path keeps the pinned parent's body, as for any pin.
+        try db.insert(ReplicatedRevision(documentID: "x", history: ["2-dd", "1-aa"], body: json(#"{"v":2}"#)))
+        #expect(try db.revisionTree(of: "x")?.nodes[revs[0]]?.body != nil)
     }
 
     /// A replicated insert from the same remote after an acknowledgement: the newer pin wins,
