@@ -70,8 +70,10 @@ final class IncomingMessage {
         }
         // Fill the head up to `chunkSize` only: the rest of a large (inflated) frame goes
         // straight into the body, not through the head first.
+        // (No room left: separation was refused for a bad properties length, which the
+        // session rejects before another append.)
         let room = Self.chunkSize - head.count
-        guard bytes.count >= room else {
+        guard room > 0, bytes.count >= room else {
             head.append(contentsOf: bytes)
             return
         }
