@@ -96,10 +96,7 @@ extension Database {
             while try s.step() {
                 let id = s.string(0)
                 guard wanted.contains(id) else { continue }
-                if out[id] == nil {
-                    out[id] = try RevisionTreeCodec.decode(s.bytes(2), currentBody: s.bytes(1), documentID: id)
-                }
-                if !s.isNull(3) { AcknowledgedRevisions.apply(remote: s.int(3), revision: s.string(4), to: &out[id, default: RevisionTree()]) }
+                try Self.addJoinedRow(s, documentID: id, from: 1, into: &out)
             }
             s.reset()
             if out.count < wanted.count {
@@ -134,12 +131,23 @@ extension Database {
                 if changes.last?.sequence != sequence {
                     guard let rev = try? RevisionID(s.string(1)) else { throw .corruptRevisionTree(documentID: id) }
                     changes.append(Change(documentID: id, revisionID: rev, isDeleted: s.int(2) != 0, sequence: sequence))
-                    trees[id] = try RevisionTreeCodec.decode(s.bytes(5), currentBody: s.bytes(4), documentID: id)
                 }
-                if !s.isNull(6) { AcknowledgedRevisions.apply(remote: s.int(6), revision: s.string(7), to: &trees[id, default: RevisionTree()]) }
+                try Self.addJoinedRow(s, documentID: id, from: 4, into: &trees)
             }
             return (changes, trees)
         }
+    }
+
+    /// Adds one row of a scan of `docs` with `remote_revs` left-joined — columns `first`...:
+    /// body, tree, remote_key, rev_id — to `out`: the tree the first time its document appears
+    /// (the join repeats a document once per pin), then the row's pin, if any.
+    private static func addJoinedRow(_ s: Statement, documentID id: String, from first: Int32,
+                                     into out: inout [String: RevisionTree]) throws(StoreError) {
+        if out[id] == nil {
+            out[id] = try RevisionTreeCodec.decode(s.bytes(first + 1), currentBody: s.bytes(first), documentID: id)
+        }
+        guard !s.isNull(first + 2) else { return }
+        AcknowledgedRevisions.apply(remote: s.int(first + 2), revision: s.string(first + 3), to: &out[id, default: RevisionTree()])
     }
 
     /// Reads the trees of `documentIDs` one lookup each, with their acknowledged revisions.
