@@ -27,7 +27,6 @@ final class Inserter: Sendable {
     let remote: String?
     let resolver: ConflictResolver?
     let allowConflicts: Bool
-    let maxBatch: Int
     let afterInsert: AfterInsert?
     fileprivate struct Queue {
         var items: [Item] = []
@@ -41,8 +40,10 @@ final class Inserter: Sendable {
         var expected = 0
         /// A batch smaller than this waits (briefly) for revisions announced as coming.
         var lingerBatch = 64
+        /// The most revisions one transaction takes.
+        var maxBatch: Int
     }
-    private let queue = Mutex(Queue())
+    private let queue: Mutex<Queue>
     static let lingerTime: Duration = .milliseconds(2)
     private let worker = Mutex<Task<Void, Never>?>(nil)
 
@@ -52,8 +53,8 @@ final class Inserter: Sendable {
         self.remote = remote
         self.resolver = resolver
         self.allowConflicts = allowConflicts
-        self.maxBatch = maxBatch
         self.afterInsert = afterInsert
+        queue = Mutex(Queue(maxBatch: max(1, maxBatch)))
         // The worker holds the inserter until `close()`; every owner closes it.
         let task = Task { await self.run() }
         worker.withLock { $0 = task }
@@ -84,6 +85,11 @@ final class Inserter: Sendable {
     /// sets half its `changes` batch size: the feeder never has more unanswered).
     func setLingerBatch(_ n: Int) {
         queue.withLock { $0.lingerBatch = max(1, n) }
+    }
+
+    /// Sets the most revisions one transaction takes (a puller: half the feeder's window).
+    func setMaxBatch(_ n: Int) {
+        queue.withLock { $0.maxBatch = max(1, n) }
     }
 
     /// Stops after the queued revisions are stored.
@@ -139,7 +145,7 @@ final class Inserter: Sendable {
     private func takeNow() -> [Item]? {
         queue.withLock { q -> [Item]? in
             if !q.items.isEmpty {
-                let n = min(q.items.count, maxBatch)
+                let n = min(q.items.count, q.maxBatch)
                 defer { q.items.removeFirst(n) }
                 return Array(q.items.prefix(n))
             }

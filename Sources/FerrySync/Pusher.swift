@@ -81,10 +81,12 @@ final class Pusher: Sendable {
         // An active push keeps several batches in flight (proposing the next ones while earlier
         // revisions are being stored), checkpointing them in order: a batch lost to a crash is
         // only re-proposed, and the peer answers 304 for what it already stored. A feed for a
-        // pull streams: the next batch's `changes` go out while the previous revisions are being
-        // stored, and a window bounds the unanswered revisions to one batch, so a killed puller
-        // is re-sent at most that many.
+        // pull streams: each batch's `changes` go out before the previous batch's revisions, so
+        // no round trip stalls it, and a window bounds the unanswered revisions to one batch, so
+        // a killed puller is re-sent at most that many.
         var inFlight: [(task: Task<Result<Void, ReplicationError>, Never>, last: Int64)] = []
+        // A feed's batch whose `changes` went out and whose revisions are not sent yet.
+        var offered: (batch: [Change], reply: PendingReply)?
         let window: RevWindow?
         if case .changes = mode { window = RevWindow(capacity: batchSize) } else { window = nil }
         // Completes the oldest batches until at most `keep` are in flight.
@@ -115,6 +117,10 @@ final class Pusher: Sendable {
                 }
             } catch { throw .store(error) }
             guard let last = changes.last else {
+                if let window, let o = offered {
+                    offered = nil
+                    try await sendWanted(o.batch, reply: o.reply, window: window)
+                }
                 try await settle()
                 if !announcedCaughtUp {
                     // The empty message tells the peer we are caught up (sent NoReply, as Couchbase does).
@@ -135,7 +141,13 @@ final class Pusher: Sendable {
             }
             reporter.completed(changes.count - selected.count)
             if let window {
-                if !selected.isEmpty { try await offer(selected, window: window) }
+                // The next batch is offered before the previous one's revisions go out, so the
+                // puller's answer is back by the time the window has room for them.
+                if !selected.isEmpty {
+                    let reply = ask(selected)
+                    if let o = offered { try await sendWanted(o.batch, reply: o.reply, window: window) }
+                    offered = (selected, reply)
+                }
                 position = last.sequence
                 continue
             }
@@ -236,17 +248,20 @@ final class Pusher: Sendable {
 
     // MARK: Passive side of a pull (changes)
 
-    /// Offers a batch with `changes` and sends the revisions the puller wants as window slots
-    /// free up; returns once they are all sent (their answers come back through the window).
-    private func offer(_ batch: [Change], window: RevWindow) async throws(ReplicationError) {
+    /// Offers a batch with `changes` now; `sendWanted` later sends what the puller asked for.
+    private func ask(_ batch: [Change]) -> PendingReply {
         let entries = batch.map {
             ReplicationMessages.ChangeEntry(sequence: .int($0.sequence), documentID: $0.documentID,
                                             revisionID: $0.revisionID.description, deletedFlags: $0.isDeleted ? 1 : 0)
         }
+        return PendingReply.send(.request(profile: "changes", body: ReplicationMessages.encodeChanges(entries)), on: connection)
+    }
+
+    /// Sends the revisions of an offered batch that the puller wants as window slots free up;
+    /// returns once they are all sent (their answers come back through the window).
+    private func sendWanted(_ batch: [Change], reply pending: PendingReply, window: RevWindow) async throws(ReplicationError) {
         let reply: BLIPMessage
-        do {
-            reply = try await connection.send(.request(profile: "changes", body: ReplicationMessages.encodeChanges(entries)))
-        } catch { throw ReplicationError(error) }
+        do { reply = try await pending.value } catch { throw ReplicationError(error) }
         try window.check()
         let answers = try ReplicationMessages.decodeChangeAnswers(reply.body, count: batch.count)
         var toSend: [(Change, [String], JSONValue)] = []
