@@ -116,7 +116,6 @@ extension Database {
                 FROM (SELECT doc_id, rev_id, deleted, sequence, body, tree FROM docs
                       WHERE sequence > ? ORDER BY sequence LIMIT ?) d
                 LEFT JOIN remote_revs r ON r.doc_id = d.doc_id
-                ORDER BY d.sequence
                 """)
             defer { s.reset() }
             s.bind(1, since)
@@ -125,15 +124,21 @@ extension Database {
             var trees: [String: RevisionTree] = [:]
             changes.reserveCapacity(min(limit, 1024))
             trees.reserveCapacity(min(limit, 1024))
+            // No ORDER BY on the join: SQLite would sort the rows, bodies and all, in a temporary
+            // b-tree. A document's rows (one per pin) are told apart by its ID instead, and the
+            // few changes sorted here if they came out of order.
+            var ordered = true
             while try s.step() {
                 let id = s.string(0)
-                let sequence = s.int64(3)
-                if changes.last?.sequence != sequence {
+                if trees[id] == nil {
+                    let sequence = s.int64(3)
                     guard let rev = try? RevisionID(s.string(1)) else { throw .corruptRevisionTree(documentID: id) }
+                    if let previous = changes.last, previous.sequence > sequence { ordered = false }
                     changes.append(Change(documentID: id, revisionID: rev, isDeleted: s.int(2) != 0, sequence: sequence))
                 }
                 try Self.addJoinedRow(s, documentID: id, from: 4, into: &trees)
             }
+            if !ordered { changes.sort { $0.sequence < $1.sequence } }
             return (changes, trees)
         }
     }

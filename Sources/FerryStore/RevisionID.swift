@@ -8,39 +8,146 @@ import COpenSSL
 public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// Revision number along its branch (1 for a root).
     public let generation: Int
+    private let stored: StoredDigest
+
+    /// The digest as kept: the 40-digit SHA-1 of every revision made here (and by Couchbase)
+    /// inline as 20 bytes, so IDs are made, hashed and compared without a heap string; any
+    /// other length as its text. A given digest has exactly one form, so the synthesized
+    /// equality and hashing are those of the text.
+    private enum StoredDigest: Hashable, Sendable {
+        /// Big-endian words: comparing them in order compares the bytes, and so the hex text.
+        case sha1(UInt64, UInt64, UInt32)
+        case text(String)
+    }
+
     /// Lowercase hex digest.
-    public let digest: String
+    public var digest: String {
+        switch stored {
+        case .text(let t): return t
+        case .sha1: return String(unsafeUninitializedCapacity: 40) { buffer in
+            appendSHA1Hex(to: buffer.baseAddress!)
+            return 40
+        }
+        }
+    }
 
     /// The longest revision ID text accepted (generation + '-' + 128 hex digits, with room).
     public static let maxLength = 160
 
     /// Parses `text`, throwing `.invalidRevisionID` for anything but the strict syntax.
     public init(_ text: String) throws(StoreError) {
-        guard text.utf8.count <= Self.maxLength,
-              let dash = text.utf8.firstIndex(of: UInt8(ascii: "-")) else { throw .invalidRevisionID(text) }
-        let genPart = text.utf8[..<dash]
-        let hexPart = text.utf8[text.utf8.index(after: dash)...]
-        guard let first = genPart.first, first != UInt8(ascii: "0"), genPart.count <= 9,
-              genPart.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
-              !hexPart.isEmpty, hexPart.count % 2 == 0, hexPart.count <= 128,
-              hexPart.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) })
-        else { throw .invalidRevisionID(text) }
+        var text = text
+        let parsed = text.withUTF8 { RevisionID(parsing: UnsafeRawBufferPointer($0)) }
+        guard let parsed else { throw .invalidRevisionID(text) }
+        self = parsed
+    }
+
+    /// Parses the UTF-8 text of a revision ID (e.g. straight from a stored tree), or nil.
+    init?(utf8 bytes: some Collection<UInt8>) {
+        guard let parsed = bytes.withContiguousStorageIfAvailable({ RevisionID(parsing: UnsafeRawBufferPointer($0)) })
+            ?? Array(bytes).withUnsafeBytes({ RevisionID(parsing: $0) }) else { return nil }
+        self = parsed
+    }
+
+    private init?(parsing t: UnsafeRawBufferPointer) {
+        guard t.count <= Self.maxLength, let dash = t.firstIndex(of: UInt8(ascii: "-")),
+              dash >= 1, dash <= 9, t[0] != UInt8(ascii: "0") else { return nil }
         var g = 0
-        for c in genPart { g = g * 10 + Int(c - UInt8(ascii: "0")) }
-        self.generation = g
-        self.digest = String(decoding: hexPart, as: UTF8.self)
+        for i in 0..<dash {
+            let d = t[i] &- UInt8(ascii: "0")
+            guard d < 10 else { return nil }
+            g = g * 10 + Int(d)
+        }
+        let hexCount = t.count - dash - 1
+        guard hexCount > 0, hexCount % 2 == 0, hexCount <= 128 else { return nil }
+        if hexCount == 40 {
+            var words: (UInt64, UInt64, UInt64) = (0, 0, 0)
+            for i in 0..<40 {
+                guard let v = Self.nibble(t[dash + 1 + i]) else { return nil }
+                switch i {
+                case 0..<16: words.0 = words.0 << 4 | v
+                case 16..<32: words.1 = words.1 << 4 | v
+                default: words.2 = words.2 << 4 | v
+                }
+            }
+            generation = g
+            stored = .sha1(words.0, words.1, UInt32(truncatingIfNeeded: words.2))
+        } else {
+            for i in (dash + 1)..<t.count where Self.nibble(t[i]) == nil { return nil }
+            generation = g
+            stored = .text(String(decoding: UnsafeRawBufferPointer(rebasing: t[(dash + 1)...]), as: UTF8.self))
+        }
+    }
+
+    /// The value of a lowercase hex digit, or nil.
+    private static func nibble(_ c: UInt8) -> UInt64? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return UInt64(c - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return UInt64(c - UInt8(ascii: "a") + 10)
+        default: return nil
+        }
     }
 
     /// A revision ID from parts already known to be valid (digests computed here).
-    init(generation: Int, digest: String) {
+    init(generation: Int, digest: [UInt8]) {
         self.generation = generation
-        self.digest = digest
+        if digest.count == 20 {
+            var w: (UInt64, UInt64, UInt64) = (0, 0, 0)
+            for i in 0..<8 { w.0 = w.0 << 8 | UInt64(digest[i]) }
+            for i in 8..<16 { w.1 = w.1 << 8 | UInt64(digest[i]) }
+            for i in 16..<20 { w.2 = w.2 << 8 | UInt64(digest[i]) }
+            stored = .sha1(w.0, w.1, UInt32(truncatingIfNeeded: w.2))
+        } else {
+            stored = .text(Self.hex(digest))
+        }
     }
 
-    public var description: String { "\(generation)-\(digest)" }
+    /// Writes the 40 hex digits of an inline digest at `p`.
+    private func appendSHA1Hex(to p: UnsafeMutablePointer<UInt8>) {
+        guard case .sha1(let a, let b, let c) = stored else { return }
+        let digits = CanonicalJSON.hexDigits
+        for i in 0..<16 { p[i] = digits[Int((a >> (60 - 4 * UInt64(i))) & 0xF)] }
+        for i in 0..<16 { p[16 + i] = digits[Int((b >> (60 - 4 * UInt64(i))) & 0xF)] }
+        for i in 0..<8 { p[32 + i] = digits[Int((c >> (28 - 4 * UInt32(i))) & 0xF)] }
+    }
+
+    /// Appends the text (`<generation>-<digest>`) to `out`, without making a string.
+    func appendText(to out: inout [UInt8]) {
+        var g = generation, digits: [UInt8] = []
+        repeat { digits.append(UInt8(ascii: "0") + UInt8(g % 10)); g /= 10 } while g > 0
+        out.append(contentsOf: digits.reversed())
+        out.append(UInt8(ascii: "-"))
+        switch stored {
+        case .text(let t): out.append(contentsOf: t.utf8)
+        case .sha1:
+            let start = out.count
+            out.append(contentsOf: repeatElement(0, count: 40))
+            out.withUnsafeMutableBufferPointer { appendSHA1Hex(to: $0.baseAddress! + start) }
+        }
+    }
+
+    /// The text's length in bytes.
+    var textCount: Int {
+        var n = 1, g = generation
+        while g >= 10 { n += 1; g /= 10 }
+        switch stored {
+        case .text(let t): return n + 1 + t.utf8.count
+        case .sha1: return n + 41
+        }
+    }
+
+    public var description: String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(textCount)
+        appendText(to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
 
     public static func < (a: RevisionID, b: RevisionID) -> Bool {
         if a.generation != b.generation { return a.generation < b.generation }
+        if case .sha1(let a0, let a1, let a2) = a.stored, case .sha1(let b0, let b1, let b2) = b.stored {
+            return (a0, a1, a2) < (b0, b1, b2)
+        }
         return a.digest.utf8.lexicographicallyPrecedes(b.digest.utf8)
     }
 
@@ -64,7 +171,7 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
         input.append(contentsOf: parentBytes[0..<n])
         input.append(deleted ? 1 : 0)
         input.append(contentsOf: canonicalBody)
-        return RevisionID(generation: generation, digest: hex(sha1(input)))
+        return RevisionID(generation: generation, digest: sha1(input))
     }
 
     static func sha1(_ input: [UInt8]) -> [UInt8] {

@@ -12,11 +12,11 @@ enum RevisionTreeCodec {
         // Most documents have one revision (and at most the remote it came from): no sorting
         // or index needed.
         if tree.nodes.count == 1, tree.remoteRevisions.count <= 1, let n = tree.nodes.values.first {
-            let text = n.revisionID.description.utf8
+            let textCount = n.revisionID.textCount
             var out: [UInt8] = [version, 1]
-            out.reserveCapacity(16 + text.count + (n.body?.count ?? 0))
-            putVarint(UInt64(text.count), &out)
-            out.append(contentsOf: text)
+            out.reserveCapacity(16 + textCount + (n.body?.count ?? 0))
+            putVarint(UInt64(textCount), &out)
+            n.revisionID.appendText(to: &out)
             out.append(0)                                    // a root
             var flags: UInt8 = n.isDeleted ? 1 : 0
             if n.revisionID == current { flags |= 4 } else if n.body != nil { flags |= 2 }
@@ -44,9 +44,8 @@ enum RevisionTreeCodec {
         putVarint(UInt64(sorted.count), &out)
         for r in sorted {
             guard let n = tree.nodes[r] else { continue }
-            let text = Array(r.description.utf8)
-            putVarint(UInt64(text.count), &out)
-            out.append(contentsOf: text)
+            putVarint(UInt64(r.textCount), &out)
+            r.appendText(to: &out)
             putVarint(UInt64(n.parent.flatMap { index[$0] }.map { $0 + 1 } ?? 0), &out)
             var flags: UInt8 = n.isDeleted ? 1 : 0
             if r == current { flags |= 4 } else if n.body != nil { flags |= 2 }
@@ -78,7 +77,7 @@ enum RevisionTreeCodec {
         var raw: [(flags: UInt8, body: [UInt8]?)] = []
         for _ in 0..<Int(count) {
             guard let len = r.varint(), let text = r.bytes(Int(clamping: len)),
-                  let rev = try? RevisionID(String(decoding: text, as: UTF8.self)),
+                  let rev = RevisionID(utf8: text),
                   let p = r.varint(), p <= count, let flags = r.byte() else { throw bad }
             var body: [UInt8]?
             if flags & 2 != 0 {
