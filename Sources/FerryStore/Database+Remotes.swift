@@ -156,8 +156,23 @@ extension Database {
     }
 
     /// Reads the trees of `documentIDs` one lookup each, with their acknowledged revisions.
-    private static func readTrees(_ documentIDs: some Sequence<String>, on c: Connection,
+    private static func readTrees(_ documentIDs: some Collection<String>, on c: Connection,
                                   into out: inout [String: RevisionTree]) throws(StoreError) {
+        if documentIDs.count > 1 {
+            // One statement for the batch: its IDs go in as a JSON array. Starting and stopping
+            // a statement per ID cost more than the lookup itself (most of a puller's
+            // `changes` answer, where every ID is new).
+            let ids = JSONValue.array(Set(documentIDs).map { .string($0) })
+            let s = try c.prepare("""
+                SELECT d.doc_id, d.body, d.tree, r.remote_key, r.rev_id
+                FROM json_each(?) j JOIN docs d ON d.doc_id = j.value
+                LEFT JOIN remote_revs r ON r.doc_id = d.doc_id
+                """)
+            defer { s.reset() }
+            s.bindText(1, CanonicalJSON.encode(ids))
+            while try s.step() { try addJoinedRow(s, documentID: s.string(0), from: 1, into: &out) }
+            return
+        }
         let s = try c.prepare("SELECT body, tree FROM docs WHERE doc_id = ?")
         let acks = try c.prepare(AcknowledgedRevisions.selectSQL)
         for id in documentIDs {

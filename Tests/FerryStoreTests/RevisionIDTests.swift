@@ -45,4 +45,32 @@ import Testing
         #expect(rev("3-ab") < rev("3-ac"))
         #expect(rev("3-ab") < rev("3-abcd"))
     }
+
+    /// 40-digit digests are kept as bytes, others as text: both forms order, compare, hash and
+    /// print as their text does, including against each other.
+    @Test func inlineAndTextDigestsBehaveAsTheirText() throws {
+        let texts = ["3-" + String(repeating: "0", count: 40), "3-" + String(repeating: "f", count: 40),
+                     "3-0123456789abcdef0123456789abcdef01234567", "3-0123456789abcdef0123456789abcdef01234568",
+                     "3-01", "3-0123456789abcdef0123456789abcdef0123456700", "3-0123456789abcdef0123456789abcdef012345",
+                     "3-ff", "3-" + String(repeating: "9", count: 40) + "ab", "4-00"]
+        let revs = try texts.map { try RevisionID($0) }
+        for (t, r) in zip(texts, revs) {
+            #expect(r.description == t)
+            #expect(r.digest == String(t.dropFirst(2)))
+            #expect(RevisionID(utf8: Array(t.utf8)) == r)
+        }
+        for (a, ra) in zip(texts, revs) {
+            for (b, rb) in zip(texts, revs) {
+                let (ga, gb) = (a.prefix(1), b.prefix(1))   // one-digit generations here
+                let byText = ga != gb ? ga < gb : a.utf8.dropFirst(2).lexicographicallyPrecedes(b.utf8.dropFirst(2))
+                #expect((ra < rb) == byText, "\(a) < \(b)")
+                #expect((ra == rb) == (a == b))
+            }
+        }
+        #expect(Set(try revs + revs.map { try RevisionID($0.description) }).count == texts.count)
+        // A digest made here (20 SHA-1 bytes) is the same value as its parsed text.
+        let made = RevisionID.make(parent: nil, deleted: false, canonicalBody: Array("{}".utf8))
+        #expect(try RevisionID(made.description) == made)
+        #expect(try RevisionID(made.description).hashValue == made.hashValue)
+    }
 }
