@@ -205,6 +205,18 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
         if loop.inEventLoop { sendOnLoop(request, completion) } else { loop.execute { self.sendOnLoop(request, completion) } }
     }
 
+    /// Sends several requests, in order, with one hop to the loop for all of them (rather than
+    /// one per request); `completion` runs on the loop for each, with its index in `requests`.
+    public func send(_ requests: [BLIPMessage],
+                     completion: @escaping @Sendable (Int, Result<BLIPMessage, BLIPError>) -> Void) {
+        guard !requests.isEmpty else { return }
+        if loop.inEventLoop { sendAllOnLoop(requests, completion) } else { loop.execute { self.sendAllOnLoop(requests, completion) } }
+    }
+
+    private func sendAllOnLoop(_ requests: [BLIPMessage], _ completion: @escaping (Int, Result<BLIPMessage, BLIPError>) -> Void) {
+        for (i, r) in requests.enumerated() { sendOnLoop(r) { completion(i, $0) } }
+    }
+
     private func sendOnLoop(_ request: BLIPMessage, _ completion: @escaping (Result<BLIPMessage, BLIPError>) -> Void) {
         if let e = closedOnLoop ?? closedState.withLock({ $0?.error }) { completion(.failure(e)); return }
         let (number, flags) = session.numberRequest(request)

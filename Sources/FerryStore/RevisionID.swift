@@ -49,43 +49,52 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
         self = parsed
     }
 
-    private init?(parsing t: UnsafeRawBufferPointer) {
-        guard t.count <= Self.maxLength, let dash = t.firstIndex(of: UInt8(ascii: "-")),
-              dash >= 1, dash <= 9, t[0] != UInt8(ascii: "0") else { return nil }
-        var g = 0
-        for i in 0..<dash {
-            let d = t[i] &- UInt8(ascii: "0")
-            guard d < 10 else { return nil }
+    private init?(parsing raw: UnsafeRawBufferPointer) {
+        // Plain pointer loops: this runs several times per replicated document.
+        let n = raw.count
+        guard n >= 3, n <= Self.maxLength, let p = raw.baseAddress?.assumingMemoryBound(to: UInt8.self),
+              p[0] != UInt8(ascii: "0") else { return nil }
+        var g = 0, dash = 0
+        while dash < n, p[dash] != UInt8(ascii: "-") {
+            let d = p[dash] &- UInt8(ascii: "0")
+            guard d < 10, dash < 9 else { return nil }
             g = g * 10 + Int(d)
+            dash += 1
         }
-        let hexCount = t.count - dash - 1
-        guard hexCount > 0, hexCount % 2 == 0, hexCount <= 128 else { return nil }
+        let hexCount = n - dash - 1
+        guard dash >= 1, hexCount > 0, hexCount % 2 == 0, hexCount <= 128 else { return nil }
+        let hex = p + dash + 1
         if hexCount == 40 {
-            var words: (UInt64, UInt64, UInt64) = (0, 0, 0)
-            for i in 0..<40 {
-                guard let v = Self.nibble(t[dash + 1 + i]) else { return nil }
-                switch i {
-                case 0..<16: words.0 = words.0 << 4 | v
-                case 16..<32: words.1 = words.1 << 4 | v
-                default: words.2 = words.2 << 4 | v
-                }
+            var w0: UInt64 = 0, w1: UInt64 = 0, w2: UInt64 = 0
+            for i in 0..<16 {
+                guard let v = Self.nibble(hex[i]) else { return nil }
+                w0 = w0 << 4 | v
+            }
+            for i in 16..<32 {
+                guard let v = Self.nibble(hex[i]) else { return nil }
+                w1 = w1 << 4 | v
+            }
+            for i in 32..<40 {
+                guard let v = Self.nibble(hex[i]) else { return nil }
+                w2 = w2 << 4 | v
             }
             generation = g
-            stored = .sha1(words.0, words.1, UInt32(truncatingIfNeeded: words.2))
+            stored = .sha1(w0, w1, UInt32(truncatingIfNeeded: w2))
         } else {
-            for i in (dash + 1)..<t.count where Self.nibble(t[i]) == nil { return nil }
+            for i in 0..<hexCount where Self.nibble(hex[i]) == nil { return nil }
             generation = g
-            stored = .text(String(decoding: UnsafeRawBufferPointer(rebasing: t[(dash + 1)...]), as: UTF8.self))
+            stored = .text(String(decoding: UnsafeBufferPointer(start: hex, count: hexCount), as: UTF8.self))
         }
     }
 
     /// The value of a lowercase hex digit, or nil.
+    @inline(__always)
     private static func nibble(_ c: UInt8) -> UInt64? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return UInt64(c - UInt8(ascii: "0"))
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return UInt64(c - UInt8(ascii: "a") + 10)
-        default: return nil
-        }
+        let d = c &- UInt8(ascii: "0")
+        if d < 10 { return UInt64(d) }
+        let h = c &- UInt8(ascii: "a")
+        if h < 6 { return UInt64(h) + 10 }
+        return nil
     }
 
     /// A revision ID from parts already known to be valid (digests computed here).

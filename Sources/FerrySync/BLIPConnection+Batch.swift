@@ -3,7 +3,8 @@ import Synchronization
 
 extension BLIPConnection {
     /// Sends all `messages` at once (BLIP multiplexes them) and returns their results in order
-    /// once every one has completed. One continuation for the whole batch, not one per message.
+    /// once every one has completed. One continuation and one hop to the loop for the whole
+    /// batch, not one per message.
     func sendAll(_ messages: [BLIPMessage]) async -> [Result<BLIPMessage, BLIPError>] {
         guard !messages.isEmpty else { return [] }
         final class Collector: Sendable {
@@ -12,15 +13,13 @@ extension BLIPConnection {
         }
         let collector = Collector(messages.count)
         return await withCheckedContinuation { (c: CheckedContinuation<[Result<BLIPMessage, BLIPError>], Never>) in
-            for (i, m) in messages.enumerated() {
-                send(m) { r in
-                    let done = collector.state.withLock { s -> [Result<BLIPMessage, BLIPError>]? in
-                        s.results[i] = r
-                        s.remaining -= 1
-                        return s.remaining == 0 ? s.results.compactMap { $0 } : nil
-                    }
-                    if let done { c.resume(returning: done) }
+            send(messages) { i, r in
+                let done = collector.state.withLock { s -> [Result<BLIPMessage, BLIPError>]? in
+                    s.results[i] = r
+                    s.remaining -= 1
+                    return s.remaining == 0 ? s.results.compactMap { $0 } : nil
                 }
+                if let done { c.resume(returning: done) }
             }
         }
     }

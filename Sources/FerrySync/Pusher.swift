@@ -88,7 +88,12 @@ final class Pusher: Sendable {
         // A feed's batch whose `changes` went out and whose revisions are not sent yet.
         var offered: (batch: [Change], reply: PendingReply)?
         let window: RevWindow?
-        if case .changes = mode { window = RevWindow(capacity: batchSize) } else { window = nil }
+        if case .changes = mode {
+            let reporter = self.reporter
+            window = RevWindow(capacity: batchSize, connection: connection) {
+                reporter.onRevisionsSent($0)
+            }
+        } else { window = nil }
         // Completes the oldest batches until at most `keep` are in flight.
         func settle(keeping keep: Int = 0) async throws(ReplicationError) {
             if let window { try await window.drain() }
@@ -257,8 +262,8 @@ final class Pusher: Sendable {
         return PendingReply.send(.request(profile: "changes", body: ReplicationMessages.encodeChanges(entries)), on: connection)
     }
 
-    /// Sends the revisions of an offered batch that the puller wants as window slots free up;
-    /// returns once they are all sent (their answers come back through the window).
+    /// Queues the revisions of an offered batch that the puller wants on the window, which sends
+    /// them as slots free up; returns once they are queued (their answers come back through it).
     private func sendWanted(_ batch: [Change], reply pending: PendingReply, window: RevWindow) async throws(ReplicationError) {
         let reply: BLIPMessage
         do { reply = try await pending.value } catch { throw ReplicationError(error) }
@@ -279,17 +284,14 @@ final class Pusher: Sendable {
         let trees: [String: RevisionTree]
         do { trees = try database.revisionTrees(of: toSend.map(\.0)) } catch { throw .store(error) }
         let (messages, sent) = revMessages(toSend, trees: trees, noConflicts: false)
-        for (message, change) in zip(messages, sent) {
-            try await window.acquire()
-            reporter.onRevisionsSent(1)
-            connection.send(message) { [self] result in
-                switch result {
-                case .success: pushed(change)
-                case .failure(.errorResponse(let domain, let code, let message)):
-                    fail(change, .remote(domain: domain, code: code, message: message))
-                case .failure(let e): window.fail(ReplicationError(e))
-                }
-                window.release()
+        // Queued while the previous batch's revisions are still going out; sent from the loop.
+        try await window.waitForRoom()
+        window.send(messages) { [self] i, result in
+            switch result {
+            case .success: pushed(sent[i])
+            case .failure(.errorResponse(let domain, let code, let message)):
+                fail(sent[i], .remote(domain: domain, code: code, message: message))
+            case .failure(let e): window.fail(ReplicationError(e))
             }
         }
     }
@@ -329,13 +331,13 @@ final class Pusher: Sendable {
         messages.reserveCapacity(items.count)
         sent.reserveCapacity(items.count)
         for (change, known, sequence) in items {
-            let id = change.documentID, rev = change.revisionID.description
-            if let m = RevMessage.make(tree: trees[id], documentID: id, revisionID: rev, knownRevisions: known,
+            let id = change.documentID
+            if let m = RevMessage.make(tree: trees[id], documentID: id, revisionID: change.revisionID, knownRevisions: known,
                                        maxHistory: 50, sequence: sequence, noConflicts: noConflicts) {
                 messages.append(m)
                 sent.append(change)
             } else {
-                connection.send(RevMessage.makeNoRev(documentID: id, revisionID: rev, sequence: sequence,
+                connection.send(RevMessage.makeNoRev(documentID: id, revisionID: change.revisionID.description, sequence: sequence,
                                                      status: 410, reason: "revision superseded")) { _ in }
                 reporter.completed(1)
             }

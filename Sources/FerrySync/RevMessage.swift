@@ -11,9 +11,9 @@ enum RevMessage {
 
     /// The `rev` request for `revisionID` of a document, or nil if that revision's body is no
     /// longer kept (the caller sends `norev`).
-    static func make(tree: RevisionTree?, documentID: String, revisionID: String, knownRevisions: [String],
+    static func make(tree: RevisionTree?, documentID: String, revisionID rev: RevisionID, knownRevisions: [String],
                      maxHistory: Int, sequence: JSONValue, noConflicts: Bool) -> BLIPMessage? {
-        guard let rev = try? RevisionID(revisionID), let tree, let node = tree.nodes[rev], let body = node.body else { return nil }
+        guard let tree, let node = tree.nodes[rev], let body = node.body else { return nil }
         let known = Set(knownRevisions)
         var history: [String] = []
         for ancestor in tree.history(of: rev, limit: maxHistory + 1).dropFirst() {
@@ -21,7 +21,7 @@ enum RevMessage {
             history.append(text)
             if known.contains(text) { break }
         }
-        var props: BLIPProperties = [("id", documentID), ("rev", revisionID)]
+        var props: BLIPProperties = [("id", documentID), ("rev", rev.description)]
         if !history.isEmpty { props["history"] = history.joined(separator: ",") }
         if node.isDeleted { props["deleted"] = "1" }
         props["sequence"] = String(decoding: CanonicalJSON.encode(sequence), as: UTF8.self)

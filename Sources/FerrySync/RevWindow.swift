@@ -1,23 +1,38 @@
+import FerryBLIP
 import Synchronization
 
-/// The `rev` messages a pull feed has sent and not yet seen answered, bounded: the feed sends
-/// the next batch's `changes` and revisions while the puller still stores the previous ones
-/// (no round trip between batches), yet never has more than `capacity` revisions unacknowledged —
-/// so a puller killed at any point is re-sent at most that many (the rest it already stored, and
-/// answers "have it" for). The first connection failure of any revision is kept and ends the feed.
+/// The `rev` messages of a pull feed: queued by the feed, sent on the connection's loop as
+/// slots free up, never more than `capacity` unanswered — so a puller killed at any point is
+/// re-sent at most that many (the rest it already stored, and answers "have it" for).
+///
+/// A reply frees its slot on the loop, and the next queued revision goes out right there: no
+/// hop to the feed's task and back between a reply and the next send. The feed meanwhile
+/// prepares its next batch and queues it once the queue is down to half the window (`waitForRoom`),
+/// so the loop always has revisions ready. The first connection failure ends the feed.
 final class RevWindow: Sendable {
+    typealias ResultHandler = @Sendable (Result<BLIPMessage, BLIPError>) -> Void
+
     private struct State {
         var available: Int
-        var waiters: [CheckedContinuation<Void, Never>] = []
+        var queue: [(message: BLIPMessage, handler: ResultHandler)] = []
+        var head = 0
+        var roomWaiters: [CheckedContinuation<Void, Never>] = []
         var drainWaiters: [CheckedContinuation<Void, Never>] = []
         var error: ReplicationError?
+
+        var queued: Int { queue.count - head }
     }
 
     let capacity: Int
+    private let connection: BLIPConnection
+    /// Told how many revisions went out (not merely queued), as they go.
+    private let onSent: @Sendable (Int) -> Void
     private let state: Mutex<State>
 
-    init(capacity: Int) {
+    init(capacity: Int, connection: BLIPConnection, onSent: @escaping @Sendable (Int) -> Void) {
         self.capacity = max(1, capacity)
+        self.connection = connection
+        self.onSent = onSent
         state = Mutex(State(available: max(1, capacity)))
     }
 
@@ -26,12 +41,22 @@ final class RevWindow: Sendable {
         if let e = state.withLock({ $0.error }) { throw e }
     }
 
-    /// Takes a slot for one revision, waiting while the window is full.
-    func acquire() async throws(ReplicationError) {
+    /// Queues revisions; each goes out when a slot is free, and `handler` gets its reply (on the
+    /// loop; its slot is freed right after).
+    func send(_ messages: [BLIPMessage], handler: @escaping @Sendable (Int, Result<BLIPMessage, BLIPError>) -> Void) {
+        guard !messages.isEmpty else { return }
+        state.withLock { s in
+            for (i, m) in messages.enumerated() { s.queue.append((m, { handler(i, $0) })) }
+        }
+        if connection.loop.inEventLoop { pump() } else { connection.loop.execute { self.pump() } }
+    }
+
+    /// Waits until at most half a window of revisions is queued (or the feed failed).
+    func waitForRoom() async throws(ReplicationError) {
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let now = state.withLock { s -> Bool in
-                if s.available > 0 || s.error != nil { s.available -= s.error == nil ? 1 : 0; return true }
-                s.waiters.append(c)
+                if s.error != nil || s.queued <= capacity / 2 { return true }
+                s.roomWaiters.append(c)
                 return false
             }
             if now { c.resume() }
@@ -39,38 +64,59 @@ final class RevWindow: Sendable {
         try check()
     }
 
-    /// Gives a slot back once its revision was answered (or failed).
-    func release() {
-        let resume = state.withLock { s -> [CheckedContinuation<Void, Never>] in
-            if !s.waiters.isEmpty { return [s.waiters.removeFirst()] }
-            s.available += 1
-            guard s.available == capacity else { return [] }
-            defer { s.drainWaiters = [] }
-            return s.drainWaiters
-        }
-        for c in resume { c.resume() }
-    }
-
-    /// Records a failure that ends the feed and wakes everyone waiting.
-    func fail(_ error: ReplicationError) {
-        let resume = state.withLock { s -> [CheckedContinuation<Void, Never>] in
-            if s.error == nil { s.error = error }
-            defer { s.waiters = []; s.drainWaiters = [] }
-            return s.waiters + s.drainWaiters
-        }
-        for c in resume { c.resume() }
-    }
-
-    /// Waits until every revision sent was answered; throws the failure if one ended the feed.
+    /// Waits until every queued revision was sent and answered; throws the failure if one
+    /// ended the feed.
     func drain() async throws(ReplicationError) {
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let now = state.withLock { s -> Bool in
-                if s.available == capacity || s.error != nil { return true }
+                if s.error != nil || (s.queued == 0 && s.available == capacity) { return true }
                 s.drainWaiters.append(c)
                 return false
             }
             if now { c.resume() }
         }
         try check()
+    }
+
+    /// Records a failure that ends the feed, drops what is still queued, and wakes everyone.
+    func fail(_ error: ReplicationError) {
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            if s.error == nil { s.error = error }
+            s.queue = []
+            s.head = 0
+            defer { s.roomWaiters = []; s.drainWaiters = [] }
+            return s.roomWaiters + s.drainWaiters
+        }
+        for c in waiters { c.resume() }
+    }
+
+    /// Sends queued revisions while slots are free (on the loop), and wakes the feed when the
+    /// queue has room or everything is answered.
+    private func pump(releasing released: Int = 0) {
+        let (toSend, waiters) = state.withLock { s -> ([(message: BLIPMessage, handler: ResultHandler)], [CheckedContinuation<Void, Never>]) in
+            s.available += released
+            guard s.error == nil else { return ([], []) }
+            let n = min(s.available, s.queued)
+            let batch = Array(s.queue[s.head..<s.head + n])
+            s.head += n
+            s.available -= n
+            // Compact once the sent prefix dominates, so the queue does not grow with the feed.
+            if s.head > 256 && s.head * 2 > s.queue.count {
+                s.queue.removeFirst(s.head)
+                s.head = 0
+            }
+            var wake: [CheckedContinuation<Void, Never>] = []
+            if s.queued <= capacity / 2 { wake += s.roomWaiters; s.roomWaiters = [] }
+            if s.queued == 0 && s.available == capacity { wake += s.drainWaiters; s.drainWaiters = [] }
+            return (batch, wake)
+        }
+        if !toSend.isEmpty { onSent(toSend.count) }
+        for (message, handler) in toSend {
+            connection.send(message) { [self] result in
+                handler(result)
+                pump(releasing: 1)
+            }
+        }
+        for c in waiters { c.resume() }
     }
 }
