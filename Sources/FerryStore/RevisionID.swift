@@ -122,34 +122,49 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
 
     /// Appends the text (`<generation>-<digest>`) to `out`, without making a string.
     func appendText(to out: inout [UInt8]) {
-        var g = generation, digits: [UInt8] = []
-        repeat { digits.append(UInt8(ascii: "0") + UInt8(g % 10)); g /= 10 } while g > 0
-        out.append(contentsOf: digits.reversed())
-        out.append(UInt8(ascii: "-"))
+        let start = out.count
+        out.append(contentsOf: repeatElement(0, count: textCount))
+        out.withUnsafeMutableBufferPointer { writeText(to: $0.baseAddress! + start) }
+    }
+
+    /// Writes the `textCount` bytes of the text at `p`.
+    private func writeText(to p: UnsafeMutablePointer<UInt8>) {
+        let digits = generationDigits
+        var g = generation, i = digits - 1
+        repeat {
+            p[i] = UInt8(ascii: "0") + UInt8(g % 10)
+            g /= 10
+            i -= 1
+        } while g > 0
+        p[digits] = UInt8(ascii: "-")
         switch stored {
-        case .text(let t): out.append(contentsOf: t.utf8)
-        case .sha1:
-            let start = out.count
-            out.append(contentsOf: repeatElement(0, count: 40))
-            out.withUnsafeMutableBufferPointer { appendSHA1Hex(to: $0.baseAddress! + start) }
+        case .text(let t):
+            var k = digits + 1
+            for b in t.utf8 { p[k] = b; k += 1 }
+        case .sha1: appendSHA1Hex(to: p + digits + 1)
         }
+    }
+
+    private var generationDigits: Int {
+        var n = 1, g = generation
+        while g >= 10 { n += 1; g /= 10 }
+        return n
     }
 
     /// The text's length in bytes.
     var textCount: Int {
-        var n = 1, g = generation
-        while g >= 10 { n += 1; g /= 10 }
         switch stored {
-        case .text(let t): return n + 1 + t.utf8.count
-        case .sha1: return n + 41
+        case .text(let t): return generationDigits + 1 + t.utf8.count
+        case .sha1: return generationDigits + 41
         }
     }
 
     public var description: String {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(textCount)
-        appendText(to: &bytes)
-        return String(decoding: bytes, as: UTF8.self)
+        let count = textCount
+        return String(unsafeUninitializedCapacity: count) { buffer in
+            writeText(to: buffer.baseAddress!)
+            return count
+        }
     }
 
     public static func < (a: RevisionID, b: RevisionID) -> Bool {

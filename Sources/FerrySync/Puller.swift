@@ -100,9 +100,10 @@ final class Puller: Sendable {
     func start(since: JSONValue, continuous: Bool, batchSize: Int, filter: String?, parameters: [String: String],
                documentIDs: [String]?) async throws(ReplicationError) {
         inserter.setLingerBatch(min(64, batchSize / 2))
-        // A transaction takes at most half the feeder's window: the feeder keeps sending the
-        // other half while it commits, instead of stalling until the whole window is answered.
-        inserter.setMaxBatch(batchSize / 2)
+        // A transaction takes at most half the feeder's window (one batch; a Ferry feeder caps
+        // it at 1000): the feeder keeps sending the other half while it commits, instead of
+        // stalling until the whole window is answered. Never more than 200, as before.
+        inserter.setMaxBatch(min(200, batchSize / 2))
         var props: BLIPProperties = [("since", String(decoding: CanonicalJSON.encode(since), as: UTF8.self)),
                                      ("batch", String(batchSize))]
         if continuous { props["continuous"] = "true" }

@@ -3,8 +3,8 @@ import FerryStore
 import Logging
 
 /// Sends this database's changes to a peer: reads the change feed in batches, asks the peer
-/// which revisions it wants, sends those as `rev` messages, waits until the peer has stored
-/// them, then moves on — so at most one batch is ever in flight. Two modes, one per role
+/// which revisions it wants, sends those as `rev` messages and learns which the peer stored,
+/// with a bounded amount in flight (see `run`). Two modes, one per role
 /// (reference §3.12):
 /// - `.propose` — the active pusher: `proposeChanges` naming the remote parent, revisions sent
 ///   with `noconflicts`; the peer refuses anything that would fork its copy (409).
@@ -94,6 +94,8 @@ final class Pusher: Sendable {
                 reporter.onRevisionsSent($0)
             }
         } else { window = nil }
+        // However the feed ends, what it queued is dropped with it.
+        defer { window?.close() }
         // Completes the oldest batches until at most `keep` are in flight.
         func settle(keeping keep: Int = 0) async throws(ReplicationError) {
             if let window { try await window.drain() }
@@ -148,11 +150,11 @@ final class Pusher: Sendable {
             if let window {
                 // The next batch is offered before the previous one's revisions go out, so the
                 // puller's answer is back by the time the window has room for them.
-                if !selected.isEmpty {
-                    let reply = ask(selected)
-                    if let o = offered { try await sendWanted(o.batch, reply: o.reply, window: window) }
-                    offered = (selected, reply)
-                }
+                let reply = selected.isEmpty ? nil : ask(selected)
+                // A batch the selector emptied sends nothing: the previous one goes out now
+                // rather than waiting for the next batch with a match.
+                if let o = offered { try await sendWanted(o.batch, reply: o.reply, window: window) }
+                offered = reply.map { (selected, $0) }
                 position = last.sequence
                 continue
             }
@@ -284,6 +286,7 @@ final class Pusher: Sendable {
         let trees: [String: RevisionTree]
         do { trees = try database.revisionTrees(of: toSend.map(\.0)) } catch { throw .store(error) }
         let (messages, sent) = revMessages(toSend, trees: trees, noConflicts: false)
+        guard !messages.isEmpty else { return }
         // Queued while the previous batch's revisions are still going out; sent from the loop.
         try await window.waitForRoom()
         window.send(messages) { [self] i, result in
@@ -291,7 +294,7 @@ final class Pusher: Sendable {
             case .success: pushed(sent[i])
             case .failure(.errorResponse(let domain, let code, let message)):
                 fail(sent[i], .remote(domain: domain, code: code, message: message))
-            case .failure(let e): window.fail(ReplicationError(e))
+            case .failure: break   // the window ends the feed with it
             }
         }
     }

@@ -14,7 +14,9 @@ final class RevWindow: Sendable {
 
     private struct State {
         var available: Int
-        var queue: [(message: BLIPMessage, handler: ResultHandler)] = []
+        /// Queued revisions; those before `head` are sent and dropped (nil), so a sent body is
+        /// not kept.
+        var queue: [(message: BLIPMessage, handler: ResultHandler)?] = []
         var head = 0
         var roomWaiters: [CheckedContinuation<Void, Never>] = []
         var drainWaiters: [CheckedContinuation<Void, Never>] = []
@@ -42,12 +44,17 @@ final class RevWindow: Sendable {
     }
 
     /// Queues revisions; each goes out when a slot is free, and `handler` gets its reply (on the
-    /// loop; its slot is freed right after).
+    /// loop; its slot is freed right after). A failure other than an error response also ends
+    /// the feed (`fail`), so the handler need not hold the window. Nothing is queued once the
+    /// feed has ended.
     func send(_ messages: [BLIPMessage], handler: @escaping @Sendable (Int, Result<BLIPMessage, BLIPError>) -> Void) {
         guard !messages.isEmpty else { return }
-        state.withLock { s in
+        let ended = state.withLock { s -> Bool in
+            guard s.error == nil else { return true }
             for (i, m) in messages.enumerated() { s.queue.append((m, { handler(i, $0) })) }
+            return false
         }
+        guard !ended else { return }
         if connection.loop.inEventLoop { pump() } else { connection.loop.execute { self.pump() } }
     }
 
@@ -78,6 +85,10 @@ final class RevWindow: Sendable {
         try check()
     }
 
+    /// Ends the feed (it stopped or was cancelled): drops what is still queued, so nothing more
+    /// is sent and no queued message outlives it.
+    func close() { fail(.stopped) }
+
     /// Records a failure that ends the feed, drops what is still queued, and wakes everyone.
     func fail(_ error: ReplicationError) {
         let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
@@ -97,11 +108,19 @@ final class RevWindow: Sendable {
             s.available += released
             guard s.error == nil else { return ([], []) }
             let n = min(s.available, s.queued)
-            let batch = Array(s.queue[s.head..<s.head + n])
+            var batch: [(message: BLIPMessage, handler: ResultHandler)] = []
+            batch.reserveCapacity(n)
+            for i in s.head..<s.head + n {
+                if let e = s.queue[i] { batch.append(e) }
+                s.queue[i] = nil
+            }
             s.head += n
             s.available -= n
-            // Compact once the sent prefix dominates, so the queue does not grow with the feed.
-            if s.head > 256 && s.head * 2 > s.queue.count {
+            // Drop the sent prefix when the queue empties, or once it dominates.
+            if s.head == s.queue.count {
+                s.queue.removeAll(keepingCapacity: true)
+                s.head = 0
+            } else if s.head > 256 && s.head * 2 > s.queue.count {
                 s.queue.removeFirst(s.head)
                 s.head = 0
             }
@@ -114,6 +133,10 @@ final class RevWindow: Sendable {
         for (message, handler) in toSend {
             connection.send(message) { [self] result in
                 handler(result)
+                switch result {
+                case .success, .failure(.errorResponse): break
+                case .failure(let e): fail(ReplicationError(e))
+                }
                 pump(releasing: 1)
             }
         }

@@ -35,7 +35,9 @@ import Testing
     }
 
     @Test(arguments: ["", "1", "1-", "-ab", "0-ab", "01-ab", "1-abc", "1-AB", "1-xy", "a-ab", "1-ab-cd",
-                      "+1-ab", "1 -ab", "1000000000-ab", "1-" + String(repeating: "a", count: 130)])
+                      "+1-ab", "1 -ab", "1000000000-ab", "1-" + String(repeating: "a", count: 130),
+                      "1-" + String(repeating: "a", count: 39) + "A", "1-" + String(repeating: "a", count: 19) + "-" + String(repeating: "a", count: 20),
+                      "1-" + String(repeating: "0", count: 39) + "g", "12-é" + String(repeating: "0", count: 38)])
     func rejectsInvalid(_ s: String) {
         #expect(throws: StoreError.invalidRevisionID(s)) { try RevisionID(s) }
     }
