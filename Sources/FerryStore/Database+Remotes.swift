@@ -155,34 +155,21 @@ extension Database {
         AcknowledgedRevisions.apply(remote: s.int(first + 2), revision: s.string(first + 3), to: &out[id, default: RevisionTree()])
     }
 
-    /// Reads the trees of `documentIDs`, with their acknowledged revisions.
+    /// Reads the trees of `documentIDs`, with their acknowledged revisions, in one statement:
+    /// the IDs go in as a JSON array (CROSS JOIN keeps it the outer loop, each ID one index
+    /// lookup). A statement per ID cost more than the lookup itself — most of a puller's
+    /// `changes` answer, where every ID is new.
     private static func readTrees(_ documentIDs: some Collection<String>, on c: Connection,
                                   into out: inout [String: RevisionTree]) throws(StoreError) {
-        if documentIDs.count > 1 {
-            // One statement for the batch: its IDs go in as a JSON array (CROSS JOIN keeps it
-            // the outer loop, each ID one index lookup). Starting and stopping
-            // a statement per ID cost more than the lookup itself (most of a puller's
-            // `changes` answer, where every ID is new).
-            let ids = JSONValue.array(Set(documentIDs).map { .string($0) })
-            let s = try c.prepare("""
-                SELECT d.doc_id, d.body, d.tree, r.remote_key, r.rev_id
-                FROM json_each(?) j CROSS JOIN docs d ON d.doc_id = j.value
-                LEFT JOIN remote_revs r ON r.doc_id = d.doc_id
-                """)
-            defer { s.reset() }
-            s.bindText(1, CanonicalJSON.encode(ids))
-            while try s.step() { try addJoinedRow(s, documentID: s.string(0), from: 1, into: &out) }
-            return
-        }
-        let s = try c.prepare("SELECT body, tree FROM docs WHERE doc_id = ?")
-        let acks = try c.prepare(AcknowledgedRevisions.selectSQL)
-        for id in documentIDs {
-            defer { s.reset() }
-            s.bind(1, id)
-            guard try s.step() else { continue }
-            var tree = try RevisionTreeCodec.decode(s.bytes(1), currentBody: s.bytes(0), documentID: id)
-            _ = try AcknowledgedRevisions.apply(acks, documentID: id, to: &tree)
-            out[id] = tree
-        }
+        guard !documentIDs.isEmpty else { return }
+        let ids = JSONValue.array(Set(documentIDs).map { .string($0) })
+        let s = try c.prepare("""
+            SELECT d.doc_id, d.body, d.tree, r.remote_key, r.rev_id
+            FROM json_each(?) j CROSS JOIN docs d ON d.doc_id = j.value
+            LEFT JOIN remote_revs r ON r.doc_id = d.doc_id
+            """)
+        defer { s.reset() }
+        s.bindText(1, CanonicalJSON.encode(ids))
+        while try s.step() { try addJoinedRow(s, documentID: s.string(0), from: 1, into: &out) }
     }
 }

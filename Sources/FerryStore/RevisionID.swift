@@ -65,19 +65,8 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
         guard dash >= 1, hexCount > 0, hexCount % 2 == 0, hexCount <= 128 else { return nil }
         let hex = p + dash + 1
         if hexCount == 40 {
-            var w0: UInt64 = 0, w1: UInt64 = 0, w2: UInt64 = 0
-            for i in 0..<16 {
-                guard let v = Self.nibble(hex[i]) else { return nil }
-                w0 = w0 << 4 | v
-            }
-            for i in 16..<32 {
-                guard let v = Self.nibble(hex[i]) else { return nil }
-                w1 = w1 << 4 | v
-            }
-            for i in 32..<40 {
-                guard let v = Self.nibble(hex[i]) else { return nil }
-                w2 = w2 << 4 | v
-            }
+            guard let w0 = Self.hexWord(hex, 16), let w1 = Self.hexWord(hex + 16, 16),
+                  let w2 = Self.hexWord(hex + 32, 8) else { return nil }
             generation = g
             stored = .sha1(w0, w1, UInt32(truncatingIfNeeded: w2))
         } else {
@@ -85,6 +74,16 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
             generation = g
             stored = .text(String(decoding: UnsafeBufferPointer(start: hex, count: hexCount), as: UTF8.self))
         }
+    }
+
+    /// The value of the `count` (≤ 16) lowercase hex digits at `p`, or nil.
+    private static func hexWord(_ p: UnsafePointer<UInt8>, _ count: Int) -> UInt64? {
+        var w: UInt64 = 0
+        for i in 0..<count {
+            guard let v = nibble(p[i]) else { return nil }
+            w = w << 4 | v
+        }
+        return w
     }
 
     /// The value of a lowercase hex digit, or nil.
@@ -101,11 +100,8 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
     init(generation: Int, digest: [UInt8]) {
         self.generation = generation
         if digest.count == 20 {
-            var w: (UInt64, UInt64, UInt64) = (0, 0, 0)
-            for i in 0..<8 { w.0 = w.0 << 8 | UInt64(digest[i]) }
-            for i in 8..<16 { w.1 = w.1 << 8 | UInt64(digest[i]) }
-            for i in 16..<20 { w.2 = w.2 << 8 | UInt64(digest[i]) }
-            stored = .sha1(w.0, w.1, UInt32(truncatingIfNeeded: w.2))
+            func word(_ bytes: ArraySlice<UInt8>) -> UInt64 { bytes.reduce(0) { $0 << 8 | UInt64($1) } }
+            stored = .sha1(word(digest[0..<8]), word(digest[8..<16]), UInt32(truncatingIfNeeded: word(digest[16..<20])))
         } else {
             stored = .text(Self.hex(digest))
         }
@@ -115,9 +111,12 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
     private func appendSHA1Hex(to p: UnsafeMutablePointer<UInt8>) {
         guard case .sha1(let a, let b, let c) = stored else { return }
         let digits = CanonicalJSON.hexDigits
-        for i in 0..<16 { p[i] = digits[Int((a >> (60 - 4 * UInt64(i))) & 0xF)] }
-        for i in 0..<16 { p[16 + i] = digits[Int((b >> (60 - 4 * UInt64(i))) & 0xF)] }
-        for i in 0..<8 { p[32 + i] = digits[Int((c >> (28 - 4 * UInt32(i))) & 0xF)] }
+        func write(_ w: UInt64, _ count: Int, at q: UnsafeMutablePointer<UInt8>) {
+            for i in 0..<count { q[i] = digits[Int((w >> UInt64(4 * (count - 1 - i))) & 0xF)] }
+        }
+        write(a, 16, at: p)
+        write(b, 16, at: p + 16)
+        write(UInt64(c), 8, at: p + 32)
     }
 
     /// Appends the text (`<generation>-<digest>`) to `out`, without making a string.

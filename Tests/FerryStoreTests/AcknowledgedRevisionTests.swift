@@ -84,15 +84,16 @@ import Testing
         #expect(scanned["d"]?.nodes[newD] != nil)
         #expect(try db.remoteRevisions(in: scanned, remote: "peer") == ["b": try #require(revs["b"]), "d": try #require(revs["d"])])
 
-        // Several IDs are read in one statement (a JSON array of IDs), one ID by a lookup: the
-        // same trees, whatever the IDs hold, repeated or missing ones included.
+        // Several IDs are read in one statement (a JSON array of IDs), one document by its own
+        // lookup (`revisionTree(of:)`): the same trees, whatever the IDs hold, repeated or
+        // missing ones included.
         let odd = "q\"uo\\te ü \u{1F600}/[1]"
         _ = try save(db, Document(id: odd, properties: ["odd": true]))
         let ids = ["a", "b", "b", "missing", "d", "e", odd]
         let together = try db.revisionTrees(of: ids)
         #expect(Set(together.keys) == ["a", "b", "d", "e", odd])
         for id in Set(ids) {
-            let alone = try db.revisionTrees(of: [id])[id]
+            let alone = try db.revisionTree(of: id)
             #expect(alone?.nodes.keys.sorted() == together[id]?.nodes.keys.sorted(), "\(id)")
             #expect(alone?.remoteRevisions == together[id]?.remoteRevisions, "\(id)")
             #expect(alone?.current?.body == together[id]?.current?.body, "\(id)")
