@@ -44,12 +44,14 @@ final class Puller: Sendable {
     let checkpointer: Checkpointer
     let downloadPolicy: AttachmentDownloadPolicy?
     private let state: State
+    private let pending: PendingRevisions
     private let inserter: Inserter
     private let changesQueue: AsyncStream<BLIPIncomingRequest>.Continuation
     private let consumer: Task<Void, Never>
 
     init(database: Database, connection: BLIPConnection, remote: String, resolver: ReplicationConflictResolver?,
-         checkpointer: Checkpointer, downloadPolicy: AttachmentDownloadPolicy?, reporter: Reporter, logger: Logger) {
+         checkpointer: Checkpointer, downloadPolicy: AttachmentDownloadPolicy?, maxPendingRevisions: Int,
+         reporter: Reporter, logger: Logger) {
         self.database = database
         self.downloadPolicy = downloadPolicy
         self.connection = connection
@@ -76,10 +78,14 @@ final class Puller: Sendable {
         self.inserter = inserter
         let (stream, continuation) = AsyncStream<BLIPIncomingRequest>.makeStream()
         changesQueue = continuation
-        // `changes` messages are handled one at a time, in arrival order, off the event loop.
+        let pending = PendingRevisions(limit: maxPendingRevisions)
+        self.pending = pending
+        // `changes` messages are handled one at a time, in arrival order, off the event loop,
+        // each once the revisions asked for earlier are (nearly all) stored.
         let db = database
         consumer = Task {
             for await request in stream {
+                await pending.waitForRoom()
                 Puller.handleChanges(request, database: db, state: state, inserter: inserter, reporter: reporter,
                                      checkpointer: checkpointer, logger: logger)
             }
@@ -139,6 +145,7 @@ final class Puller: Sendable {
     /// Stops taking messages and finishes storing what arrived.
     func close() async {
         changesQueue.finish()
+        pending.close()
         await consumer.value
         await inserter.close()
         let waiters = state.value.withLock { s in defer { s.waiters = [] }; return s.waiters }
@@ -198,18 +205,26 @@ final class Puller: Sendable {
     // MARK: rev / norev
 
     private func handleRev(_ request: BLIPIncomingRequest) {
-        RevReceiver.receive(request, database: database, policy: downloadPolicy, failed: { [self] revision, error in
+        pending.received()
+        let taken = RevReceiver.receive(request, database: database, policy: downloadPolicy, failed: { [self] revision, error in
+            pending.finished()
+            inserter.expect(-1)
             reporter.event(DocumentEvent(direction: .pull, documentID: revision.documentID, revisionID: revision.history.first,
                                          isDeleted: revision.isDeleted, kind: .failed(error)))
             state.value.withLock { _ = $0.tracker.complete(documentID: revision.documentID, revisionID: revision.history.first ?? "") }
             reporter.completed(1)
             finishIfCaughtUp()
         }) { [self] in store($0, $1) }
+        if !taken {
+            pending.finished()
+            inserter.expect(-1)
+        }
     }
 
     private func store(_ revision: ReplicatedRevision, _ request: BLIPIncomingRequest) {
         let rev = revision.history.first ?? ""
         inserter.enqueue(revision) { [self] result in
+            pending.finished()
             switch result {
             case .success(let outcome):
                 if !request.message.isNoReply { request.respond() }

@@ -297,7 +297,8 @@ public final class Replicator: Sendable {
 
         let puller: Puller? = c.type == .push ? nil
             : Puller(database: db, connection: conn, remote: remoteName, resolver: c.conflictResolver,
-                     checkpointer: checkpointer, downloadPolicy: c.attachmentDownloadPolicy, reporter: reporter, logger: logger)
+                     checkpointer: checkpointer, downloadPolicy: c.attachmentDownloadPolicy,
+                     maxPendingRevisions: c.maxConcurrentRevisions, reporter: reporter, logger: logger)
         puller?.register()
         // The peer fetches the attachments of what we push.
         if puller == nil { conn.register(profile: "getAttachment") { AttachmentTransfer.serve($0, database: db) } }

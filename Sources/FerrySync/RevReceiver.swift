@@ -4,17 +4,22 @@ import FerryStore
 /// The first steps of taking a `rev`, the same for both roles: read it (malformed ⇒ `HTTP`/400),
 /// fetch the attachments it needs that are not here (reference §3.9: off the event loop, before
 /// the revision is stored), then hand it to `store`. A failed download is answered with its
-/// status and reported to `failed`; nothing is stored for it.
+/// status and reported to `failed`; nothing is stored for it. Returns false for a malformed
+/// `rev` (answered here; neither `failed` nor `store` is called for it).
 enum RevReceiver {
+    @discardableResult
     static func receive(_ request: BLIPIncomingRequest, database: Database, policy: AttachmentDownloadPolicy?,
                         failed: @escaping @Sendable (ReplicatedRevision, ReplicationError) -> Void,
-                        store: @escaping @Sendable (ReplicatedRevision, BLIPIncomingRequest) -> Void) {
+                        store: @escaping @Sendable (ReplicatedRevision, BLIPIncomingRequest) -> Void) -> Bool {
         let revision: ReplicatedRevision
         do { revision = try RevMessage.read(request.message) } catch {
             request.respondHTTPError(400, "\(error)")
-            return
+            return false
         }
-        guard AttachmentTransfer.containsAttachments(revision.body) else { return store(revision, request) }
+        guard AttachmentTransfer.containsAttachments(revision.body) else {
+            store(revision, request)
+            return true
+        }
         Task {
             do throws(ReplicationError) {
                 try await AttachmentTransfer.fetchMissing(for: revision, connection: request.connection, database: database, policy: policy)
@@ -25,5 +30,6 @@ enum RevReceiver {
                 failed(revision, error)
             }
         }
+        return true
     }
 }

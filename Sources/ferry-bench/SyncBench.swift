@@ -21,6 +21,9 @@ struct SyncBench: AsyncParsableCommand {
     @Option(help: "Documents to replicate.") var count = 100_000
     @Option(help: "Single-document propagations to time.") var latencySamples = 500
     @Option(help: "Folder for the temporary databases.") var dir = NSTemporaryDirectory()
+    @Option(help: "Documents per `changes` message (the replicator's batch size).") var batchSize = ReplicatorConfiguration.defaultBatchSize
+    @Option(help: "Pulled revisions waiting to be stored before the puller takes no more `changes`.")
+    var maxConcurrentRevisions = ReplicatorConfiguration.defaultMaxConcurrentRevisions
     @Flag(help: "Skip the store ceiling and the latency samples (for profiling push and pull).") var replicationOnly = false
 
     static func now() -> Double {
@@ -116,6 +119,7 @@ struct SyncBench: AsyncParsableCommand {
 
         var push = ReplicatorConfiguration(database: source, target: url)
         push.type = .push
+        push.batchSize = batchSize
         t = Self.now()
         var cpu = (Self.cpuSelf(), Self.cpu(pid: child.processIdentifier))
         try await Replicator(configuration: push).run()
@@ -126,6 +130,8 @@ struct SyncBench: AsyncParsableCommand {
         let pulled = try Database.open(at: pulledPath)
         var pull = ReplicatorConfiguration(database: pulled, target: url)
         pull.type = .pull
+        pull.batchSize = batchSize
+        pull.maxConcurrentRevisions = maxConcurrentRevisions
         t = Self.now()
         cpu = (Self.cpuSelf(), Self.cpu(pid: child.processIdentifier))
         try await Replicator(configuration: pull).run()

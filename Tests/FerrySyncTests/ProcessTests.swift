@@ -76,7 +76,7 @@ struct ProcessTests {
         molly.close()
         let sent = listener.statistics.revisionMessagesSent
         // Everything once, plus at most the one batch that was in flight when it was killed.
-        #expect(sent <= total + 200, "rev messages sent: \(sent)")
+        #expect(sent <= total + ReplicatorConfiguration.defaultBatchSize, "rev messages sent: \(sent)")
         await naomi.stop()
     }
 
@@ -104,7 +104,8 @@ struct ProcessTests {
         #expect(try naomi.db.integrityCheck() == ["ok"])
         let received = listener.statistics.revisionsReceived
         // Everything once, plus at most the four batches that were in flight when it was killed.
-        #expect(received >= total && received <= total + 4 * 200, "revisions received: \(received)")
+        #expect(received >= total && received <= total + 4 * ReplicatorConfiguration.defaultBatchSize,
+                "revisions received: \(received)")
         await naomi.stop()
     }
 
