@@ -30,7 +30,10 @@ final class PassivePeer: Sendable {
         self.connection = connection
         self.pullFilters = pullFilters
         self.logger = logger
-        let inserter = Inserter(database: database, remote: nil, resolver: nil, allowConflicts: false)
+        // A pushing Ferry peer keeps up to four batches of revisions in flight: one transaction
+        // takes up to a whole default batch, so fewer commits rewrite the indexes' hot pages.
+        let inserter = Inserter(database: database, remote: nil, resolver: nil, allowConflicts: false,
+                                maxBatch: ReplicatorConfiguration.defaultBatchSize)
         self.inserter = inserter
         let (stream, continuation) = AsyncStream<BLIPIncomingRequest>.makeStream()
         work = continuation
