@@ -1,15 +1,17 @@
 import Synchronization
 
-/// The pulled revisions received and not yet stored (their attachments downloading, or waiting
-/// for the writer), and the gate a puller's `changes` handling waits at: past `limit`, no more
-/// `changes` are answered until the writer catches up (as LiteCore's `kMaxPendingRevs`). So a
-/// peer that sends revisions as fast as it can, with no window of its own, cannot pile them up
-/// in memory: it only sends what was asked for.
+/// The revisions a puller asked for and has not stored yet (on their way, their attachments
+/// downloading, or queued for the writer), and the gate its `changes` handling waits at: while
+/// more than `limit` are pending, the next `changes` message is neither decoded nor answered
+/// (LiteCore's puller stops the same way past `kMaxPendingRevs`, counting a revision until it
+/// arrives; counting until it is stored bounds the writer's queue too). A feeder only sends what was
+/// asked for, so however many `changes` messages it keeps in flight (a Sync Gateway, a
+/// LiteCore peer), at most `limit` plus one batch are pending at once.
 final class PendingRevisions: Sendable {
     let limit: Int
     private struct State {
         var count = 0
-        var waiters: [CheckedContinuation<Void, Never>] = []
+        var waiters: [CheckedContinuation<Bool, Never>] = []
         var closed = false
     }
     private let state = Mutex(State())
@@ -22,41 +24,48 @@ final class PendingRevisions: Sendable {
     /// How many are pending now.
     var count: Int { state.withLock { $0.count } }
 
-    /// A revision arrived.
-    func received() {
-        state.withLock { $0.count += 1 }
+    /// How many callers are waiting for room now.
+    var waiting: Int { state.withLock { $0.waiters.count } }
+
+    /// `n` more revisions were asked for.
+    func requested(_ n: Int) {
+        state.withLock { $0.count += max(0, n) }
     }
 
-    /// A revision was stored or refused.
+    /// A revision asked for is done with: stored, refused, malformed, its attachments could not
+    /// be fetched, or the peer answered `norev`. (One that was never asked for cannot make the
+    /// count negative.)
     func finished() {
-        let ready = state.withLock { s -> [CheckedContinuation<Void, Never>] in
-            s.count -= 1
+        let ready = state.withLock { s -> [CheckedContinuation<Bool, Never>] in
+            s.count = max(0, s.count - 1)
             guard s.count <= limit else { return [] }
             defer { s.waiters = [] }
             return s.waiters
         }
-        for w in ready { w.resume() }
+        for w in ready { w.resume(returning: true) }
     }
 
-    /// Returns once at most `limit` revisions are pending, or the gate is closed.
-    func waitForRoom() async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let now = state.withLock { s -> Bool in
-                if s.closed || s.count <= limit { return true }
+    /// Returns true once at most `limit` revisions are pending; false if the gate is closed
+    /// (the pull is ending: take no more `changes`).
+    func waitForRoom() async -> Bool {
+        await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+            let now = state.withLock { s -> Bool? in
+                if s.closed { return false }
+                if s.count <= limit { return true }
                 s.waiters.append(c)
-                return false
+                return nil
             }
-            if now { c.resume() }
+            if let now { c.resume(returning: now) }
         }
     }
 
-    /// Lets every waiter (and every later one) through: the pull is ending.
+    /// Closes the gate: every waiter, and every later one, is told the pull is ending.
     func close() {
-        let ready = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+        let ready = state.withLock { s -> [CheckedContinuation<Bool, Never>] in
             s.closed = true
             defer { s.waiters = [] }
             return s.waiters
         }
-        for w in ready { w.resume() }
+        for w in ready { w.resume(returning: false) }
     }
 }

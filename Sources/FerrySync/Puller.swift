@@ -81,13 +81,13 @@ final class Puller: Sendable {
         let pending = PendingRevisions(limit: maxPendingRevisions)
         self.pending = pending
         // `changes` messages are handled one at a time, in arrival order, off the event loop,
-        // each once the revisions asked for earlier are (nearly all) stored.
+        // each once at most `maxPendingRevisions` revisions asked for are not stored yet.
         let db = database
         consumer = Task {
             for await request in stream {
-                await pending.waitForRoom()
-                Puller.handleChanges(request, database: db, state: state, inserter: inserter, reporter: reporter,
-                                     checkpointer: checkpointer, logger: logger)
+                guard await pending.waitForRoom() else { break }
+                Puller.handleChanges(request, database: db, state: state, pending: pending, inserter: inserter,
+                                     reporter: reporter, checkpointer: checkpointer, logger: logger)
             }
         }
     }
@@ -155,7 +155,8 @@ final class Puller: Sendable {
     // MARK: changes
 
     private static func handleChanges(_ request: BLIPIncomingRequest, database: Database, state: State,
-                                      inserter: Inserter, reporter: Reporter, checkpointer: Checkpointer, logger: Logger) {
+                                      pending: PendingRevisions, inserter: Inserter, reporter: Reporter,
+                                      checkpointer: Checkpointer, logger: Logger) {
         let entries: [ReplicationMessages.ChangeEntry]
         do { entries = try ReplicationMessages.decodeChanges(request.message.body) } catch {
             // A feed we cannot read cannot be checkpointed past: the session ends with the error.
@@ -198,6 +199,7 @@ final class Puller: Sendable {
         }
         reporter.caughtUp(.pull, idle)
         reporter.completed(skipped)
+        pending.requested(entries.count - skipped)
         inserter.expect(entries.count - skipped)
         request.respond(properties: [("maxHistory", "50")], body: ReplicationMessages.encodeChangeAnswers(answers))
     }
@@ -205,7 +207,6 @@ final class Puller: Sendable {
     // MARK: rev / norev
 
     private func handleRev(_ request: BLIPIncomingRequest) {
-        pending.received()
         let taken = RevReceiver.receive(request, database: database, policy: downloadPolicy, failed: { [self] revision, error in
             pending.finished()
             inserter.expect(-1)
@@ -215,10 +216,19 @@ final class Puller: Sendable {
             reporter.completed(1)
             finishIfCaughtUp()
         }) { [self] in store($0, $1) }
-        if !taken {
-            pending.finished()
-            inserter.expect(-1)
+        guard !taken else { return }
+        // A `rev` without its document or revision ID cannot complete the entry it was sent
+        // for, so the checkpoint could never pass it: like an unreadable `changes`, the peer
+        // broke the protocol and the session ends with the error.
+        pending.finished()
+        inserter.expect(-1)
+        let error = ReplicationError.protocolError("rev without a document or revision ID")
+        logger.warning("bad rev message", metadata: ["error": "\(error)"])
+        let waiters = state.value.withLock { s in
+            s.error = s.error ?? error
+            return s.releasable()
         }
+        for w in waiters { w.resume(returning: error) }
     }
 
     private func store(_ revision: ReplicatedRevision, _ request: BLIPIncomingRequest) {
@@ -256,6 +266,7 @@ final class Puller: Sendable {
         reporter.event(DocumentEvent(direction: .pull, documentID: id, revisionID: rev, isDeleted: false,
                                      kind: .failed(.remote(domain: "HTTP", code: code, message: p["reason"] ?? "norev"))))
         reporter.completed(1)
+        pending.finished()
         inserter.expect(-1)
         state.value.withLock { _ = $0.tracker.complete(documentID: id, revisionID: rev) }
         finishIfCaughtUp()

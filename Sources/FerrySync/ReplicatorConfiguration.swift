@@ -63,10 +63,11 @@ public struct ReplicatorConfiguration: Sendable {
     public var maxAttemptWaitTime: Double = 300
     /// Documents per `changes`/`proposeChanges` message (and per checkpoint step).
     public var batchSize = ReplicatorConfiguration.defaultBatchSize
-    /// The most pulled revisions received and not yet stored (their attachments downloading,
-    /// or waiting for the writer): past it, the puller answers no more `changes` until its
-    /// writer catches up (LiteCore's `kMaxPendingRevs`). It bounds what a peer that sends
-    /// revisions without a window of its own (a Sync Gateway) can pile up in memory.
+    /// The most revisions a pull has asked for and not stored yet (on their way, their
+    /// attachments downloading, or queued for the writer) before it takes no further `changes`
+    /// message (as LiteCore's puller does past `kMaxPendingRevs`). So at most this plus one batch
+    /// are pending, however many `changes` messages the peer keeps in flight; it bounds what a
+    /// peer can pile up in memory. Values below 1 count as 1.
     public var maxConcurrentRevisions = ReplicatorConfiguration.defaultMaxConcurrentRevisions
     /// Which attachments of pulled revisions to download now (nil = all). Skipped ones keep
     /// their metadata, unfetched, until `Replicator.fetchAttachments` gets them.
@@ -75,16 +76,17 @@ public struct ReplicatorConfiguration: Sendable {
     public var resetCheckpoint = false
 
     /// The batch size a configuration starts with: 500, as CouchDB's replicator
-    /// (`worker_batch_size`) and LiteCore's first puller used. A pull feed keeps one batch of
-    /// revisions unanswered, so a larger batch keeps the pipe fuller (measured: pulls ~12–25%
-    /// faster than with 200, docs/performance.md); it is also what a killed replication may
-    /// transfer again.
+    /// (`worker_batch_size`) and LiteCore's first puller. A pull feed keeps one batch of `rev`s
+    /// unanswered, so the batch sets how full the pipe stays (200 → 500: pulls faster in every
+    /// interleaved run, docs/performance.md); it is also at most what a killed pull is sent again.
     public static let defaultBatchSize = 500
 
-    /// The `maxConcurrentRevisions` a configuration starts with: two default batches. A Ferry
-    /// feeder never has more than one batch unanswered, so against it the gate stays open;
-    /// at one batch it cost a pull ~5% (docs/performance.md).
-    public static let defaultMaxConcurrentRevisions = 1000
+    /// The `maxConcurrentRevisions` a configuration starts with: four default batches. A Ferry
+    /// feed has at most three and a half batches pending when the next `changes` comes (the
+    /// batch just asked for, up to one and a half queued behind its window, one unanswered;
+    /// ~1,735 seen at batch 500), so against a Ferry peer the gate stays open — keep the limit at
+    /// four batches or more if you raise `batchSize`. It bounds a peer without a window of its own.
+    public static let defaultMaxConcurrentRevisions = 2000
 
     /// A configuration for replicating `database` with the peer at `target`.
     public init(database: Database, target: String) {

@@ -25,9 +25,11 @@ enum RevReceiver {
                 try await AttachmentTransfer.fetchMissing(for: revision, connection: request.connection, database: database, policy: policy)
                 store(revision, request)
             } catch {
+                // Reported before it is answered: the answer frees the sender's slot, and the
+                // revision must no longer count as pending by then.
+                failed(revision, error)
                 if case .store(let e) = error { request.respondHTTPError(e.wireStatus, e.wireMessage) }
                 else { request.respondHTTPError(502, "\(error)") }
-                failed(revision, error)
             }
         }
         return true

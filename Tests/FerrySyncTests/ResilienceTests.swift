@@ -143,4 +143,32 @@ struct ResilienceTests {
         await listener.close()
         await molly.stop()
     }
+
+    /// A `rev` that names no document cannot complete the entry it was sent for: the pull ends
+    /// with a protocol error instead of waiting for it forever.
+    @Test(.timeLimit(.minutes(1))) func aRevWithoutItsIDEndsThePull() async throws {
+        let molly = try await Peer.make("molly")
+        let listener = try await BLIPConnection.listen(path: "/evil/_blipsync", app: SyncListener.app) { conn in
+            conn.register(profile: "getCheckpoint") { $0.respondError(domain: "HTTP", code: 404, message: "missing") }
+            conn.register(profile: "setCheckpoint") { $0.respond(properties: [("rev", "0-1")]) }
+            conn.register(profile: "subChanges") { req in
+                req.respond()
+                conn.send(.request(profile: "changes", body: Array(#"[[1,"doc","1-aa"]]"#.utf8))) { _ in
+                    conn.send(.request(profile: "rev", properties: [("rev", "1-aa")], body: Array("{}".utf8))) { _ in }
+                }
+            }
+        }
+        var c = ReplicatorConfiguration(database: molly.db, target: "ws://127.0.0.1:\(listener.port)/evil")
+        c.type = .pull
+        c.maxAttempts = 1
+        let r = Replicator(configuration: c)
+        await #expect(throws: ReplicationError.self) { try await r.run() }
+        guard case .protocolError? = r.status.lastError else {
+            Issue.record("expected a protocol error, got \(String(describing: r.status.lastError))")
+            return
+        }
+        #expect(try molly.db.documentCount(includeDeleted: true) == 0)
+        await listener.close()
+        await molly.stop()
+    }
 }
