@@ -2,10 +2,10 @@ import Synchronization
 
 /// The revisions a puller asked for and has not stored yet (on their way, their attachments
 /// downloading, or queued for the writer), and the gate its `changes` handling waits at: while
-/// more than `limit` are pending, the next `changes` message is neither decoded nor answered
-/// (LiteCore's puller stops the same way past `kMaxPendingRevs`, counting a revision until it
-/// arrives; counting until it is stored bounds the writer's queue too). A feeder only sends what was
-/// asked for, so however many `changes` messages it keeps in flight (a Sync Gateway, a
+/// more than `limit` are pending, the next `changes` message is neither decoded nor answered.
+/// LiteCore's puller stops the same way past `kMaxPendingRevs`, counting a revision until it
+/// arrives; counting until it is stored bounds the writer's queue too. A feeder only sends what
+/// was asked for, so however many `changes` messages it keeps in flight (a Sync Gateway, a
 /// LiteCore peer), at most `limit` plus one batch are pending at once.
 final class PendingRevisions: Sendable {
     let limit: Int

@@ -1,4 +1,5 @@
-// ferry-bench sync [--count N] [--latency-samples N] [--dir DIR]
+// ferry-bench sync [--count N] [--latency-samples N] [--dir DIR] [--batch-size N]
+//                  [--max-concurrent-revisions N] [--replication-only]
 //
 // Replication between two peers on loopback, in one run:
 //   ceiling  — the store's own batched replicated insert of the same documents (200 per
@@ -21,8 +22,9 @@ struct SyncBench: AsyncParsableCommand {
     @Option(help: "Documents to replicate.") var count = 100_000
     @Option(help: "Single-document propagations to time.") var latencySamples = 500
     @Option(help: "Folder for the temporary databases.") var dir = NSTemporaryDirectory()
-    @Option(help: "Documents per `changes` message (the replicator's batch size).") var batchSize = ReplicatorConfiguration.defaultBatchSize
-    @Option(help: "Pulled revisions waiting to be stored before the puller takes no more `changes`.")
+    @Option(help: "Documents per `changes` message (the replicator's batch size).")
+    var batchSize = ReplicatorConfiguration.defaultBatchSize
+    @Option(help: "Revisions a pull asked for and has not stored before it takes no more `changes`.")
     var maxConcurrentRevisions = ReplicatorConfiguration.defaultMaxConcurrentRevisions
     @Flag(help: "Skip the store ceiling and the latency samples (for profiling push and pull).") var replicationOnly = false
 

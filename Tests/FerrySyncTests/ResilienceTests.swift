@@ -114,28 +114,15 @@ struct ResilienceTests {
 
     @Test func replicatorReportsAPeerSendingGarbage() async throws {
         let molly = try await Peer.make("molly")
-        // A fake peer: answers the checkpoint calls, then sends a malformed `changes` and a
-        // `rev` with a broken history.
-        let listener = try await BLIPConnection.listen(path: "/evil/_blipsync", app: SyncListener.app) { conn in
-            conn.register(profile: "getCheckpoint") { $0.respondError(domain: "HTTP", code: 404, message: "missing") }
-            conn.register(profile: "setCheckpoint") { $0.respond(properties: [("rev", "0-1")]) }
-            conn.register(profile: "subChanges") { req in
-                req.respond()
-                conn.send(.request(profile: "rev", properties: [("id", "bad"), ("rev", "5-aa"), ("history", "2-bb")],
-                                   body: Array("{}".utf8))) { _ in }
-                conn.send(.request(profile: "changes", body: Array("[[1,2,3]".utf8))) { _ in }
-            }
+        // Sends a `rev` with a broken history and a malformed `changes`.
+        let listener = try await Self.fakeFeeder { conn in
+            conn.send(.request(profile: "rev", properties: [("id", "bad"), ("rev", "5-aa"), ("history", "2-bb")],
+                               body: Array("{}".utf8))) { _ in }
+            conn.send(.request(profile: "changes", body: Array("[[1,2,3]".utf8))) { _ in }
         }
-        var c = ReplicatorConfiguration(database: molly.db, target: "ws://127.0.0.1:\(listener.port)/evil")
-        c.type = .pull
-        c.maxAttempts = 1
-        let r = Replicator(configuration: c)
+        let r = Self.pull(into: molly, from: listener)
         let log = EventLog(r)
-        await #expect(throws: ReplicationError.self) { try await r.run() }
-        guard case .protocolError? = r.status.lastError else {
-            Issue.record("expected a protocol error, got \(String(describing: r.status.lastError))")
-            return
-        }
+        try await Self.expectProtocolError(r)
         let events = await log.task.value
         #expect(events.contains { $0.documentID == "bad" && $0.kind == .failed(.store(.brokenHistory(reason: "5-aa is followed by 2-bb"))) }
                 || events.contains { $0.documentID == "bad" })
@@ -148,27 +135,43 @@ struct ResilienceTests {
     /// with a protocol error instead of waiting for it forever.
     @Test(.timeLimit(.minutes(1))) func aRevWithoutItsIDEndsThePull() async throws {
         let molly = try await Peer.make("molly")
-        let listener = try await BLIPConnection.listen(path: "/evil/_blipsync", app: SyncListener.app) { conn in
+        let listener = try await Self.fakeFeeder { conn in
+            conn.send(.request(profile: "changes", body: Array(#"[[1,"doc","1-aa"]]"#.utf8))) { _ in
+                conn.send(.request(profile: "rev", properties: [("rev", "1-aa")], body: Array("{}".utf8))) { _ in }
+            }
+        }
+        try await Self.expectProtocolError(Self.pull(into: molly, from: listener))
+        #expect(try molly.db.documentCount(includeDeleted: true) == 0)
+        await listener.close()
+        await molly.stop()
+    }
+
+    /// A fake passive peer at `/evil`: answers the checkpoint calls, and runs `feed` once asked
+    /// for changes.
+    static func fakeFeeder(_ feed: @escaping @Sendable (BLIPConnection) -> Void) async throws -> WebSocketListener {
+        try await BLIPConnection.listen(path: "/evil/_blipsync", app: SyncListener.app) { conn in
             conn.register(profile: "getCheckpoint") { $0.respondError(domain: "HTTP", code: 404, message: "missing") }
             conn.register(profile: "setCheckpoint") { $0.respond(properties: [("rev", "0-1")]) }
             conn.register(profile: "subChanges") { req in
                 req.respond()
-                conn.send(.request(profile: "changes", body: Array(#"[[1,"doc","1-aa"]]"#.utf8))) { _ in
-                    conn.send(.request(profile: "rev", properties: [("rev", "1-aa")], body: Array("{}".utf8))) { _ in }
-                }
+                feed(conn)
             }
         }
-        var c = ReplicatorConfiguration(database: molly.db, target: "ws://127.0.0.1:\(listener.port)/evil")
+    }
+
+    /// A one-shot pull from a fake feeder, one attempt.
+    static func pull(into peer: Peer, from listener: WebSocketListener) -> Replicator {
+        var c = ReplicatorConfiguration(database: peer.db, target: "ws://127.0.0.1:\(listener.port)/evil")
         c.type = .pull
         c.maxAttempts = 1
-        let r = Replicator(configuration: c)
+        return Replicator(configuration: c)
+    }
+
+    static func expectProtocolError(_ r: Replicator) async throws {
         await #expect(throws: ReplicationError.self) { try await r.run() }
         guard case .protocolError? = r.status.lastError else {
             Issue.record("expected a protocol error, got \(String(describing: r.status.lastError))")
             return
         }
-        #expect(try molly.db.documentCount(includeDeleted: true) == 0)
-        await listener.close()
-        await molly.stop()
     }
 }
