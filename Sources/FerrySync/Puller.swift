@@ -34,6 +34,16 @@ final class Puller: Sendable {
             }
         }
         let value = Mutex(Value())
+
+        /// The peer broke the protocol: the session ends with an error (the first one is
+        /// kept), and whoever waits for the pull is told `error`.
+        func end(with error: ReplicationError) {
+            let waiters = value.withLock { s in
+                s.error = s.error ?? error
+                return s.releasable()
+            }
+            for w in waiters { w.resume(returning: error) }
+        }
     }
 
     let database: Database
@@ -162,11 +172,7 @@ final class Puller: Sendable {
             // A feed we cannot read cannot be checkpointed past: the session ends with the error.
             logger.warning("bad changes message", metadata: ["error": "\(error)"])
             request.respondHTTPError(400, "\(error)")
-            let waiters = state.value.withLock { s in
-                s.error = s.error ?? error
-                return s.releasable()
-            }
-            for w in waiters { w.resume(returning: error) }
+            state.end(with: error)
             return
         }
         if entries.isEmpty {
@@ -224,11 +230,7 @@ final class Puller: Sendable {
         inserter.expect(-1)
         let error = ReplicationError.protocolError("rev without a document or revision ID")
         logger.warning("bad rev message", metadata: ["error": "\(error)"])
-        let waiters = state.value.withLock { s in
-            s.error = s.error ?? error
-            return s.releasable()
-        }
-        for w in waiters { w.resume(returning: error) }
+        state.end(with: error)
     }
 
     private func store(_ revision: ReplicatedRevision, _ request: BLIPIncomingRequest) {

@@ -7,8 +7,7 @@ struct PendingRevisionsTests {
     @Test(.timeLimit(.minutes(1))) func aWaiterPassesOnlyOnceEnoughAreDone() async {
         let gate = PendingRevisions(limit: 2)
         gate.requested(4)
-        let passed = Task { await gate.waitForRoom() }
-        while gate.waiting == 0 { await Task.yield() }
+        let passed = await Self.waiter(at: gate)
         gate.finished()
         #expect(gate.waiting == 1, "3 pending, limit 2: still waiting")
         gate.finished()
@@ -20,8 +19,7 @@ struct PendingRevisionsTests {
     @Test(.timeLimit(.minutes(1))) func closingTellsWaitersAndLaterOnesThePullIsEnding() async {
         let gate = PendingRevisions(limit: 1)
         gate.requested(5)
-        let waiting = Task { await gate.waitForRoom() }
-        while gate.waiting == 0 { await Task.yield() }
+        let waiting = await Self.waiter(at: gate)
         gate.close()
         #expect(await waiting.value == false)
         #expect(await gate.waitForRoom() == false)
@@ -51,5 +49,12 @@ struct PendingRevisionsTests {
         #expect(try molly.body("doc-399") == ["n": 399])
         #expect(r.status.progress.completed == r.status.progress.total)
         await molly.stop(); await naomi.stop()
+    }
+
+    /// A task waiting for room at `gate`, returned once its wait is registered.
+    static func waiter(at gate: PendingRevisions) async -> Task<Bool, Never> {
+        let task = Task { await gate.waitForRoom() }
+        while gate.waiting == 0 { await Task.yield() }
+        return task
     }
 }
