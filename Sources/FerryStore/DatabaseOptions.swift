@@ -27,9 +27,10 @@ public struct DatabaseOptions: Sendable {
     /// own). SQLite's default is 4 KiB; documents of a KiB or more insert faster with 8 KiB
     /// pages (fewer page headers, WAL frames and write calls per document).
     public var pageSize: Int = 8192
-    /// WAL pages after which a commit checkpoints the WAL into the main file (8,192: 64 MiB
-    /// of 8 KiB pages). Each checkpoint is an fsync; SQLite's default (1000) makes batched
-    /// imports wait on them.
+    /// WAL pages after which a background checkpoint copies the WAL into the main file, so
+    /// the WAL can start over (8,192: 64 MiB of 8 KiB pages). Each checkpoint fsyncs both
+    /// files; SQLite's default (1000) would do it often enough to show in the latency of
+    /// single-document commits. Four times this, the writer checkpoints the WAL itself.
     public var walAutoCheckpointPages: Int = 8192
     /// Page-cache size of the write connection, in KiB.
     public var writerCacheKiB: Int = 16384

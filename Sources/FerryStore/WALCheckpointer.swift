@@ -7,10 +7,19 @@ import Synchronization
 /// commit (copying up to `threshold` pages — tens of MiB — into the database file) held the
 /// writer and stalled a replication's pipeline while the other core idled.
 ///
-/// Checkpoints are PASSIVE (they never wait for readers or the writer). If they fall behind —
-/// the WAL reaches four times the threshold, e.g. on a loaded machine — the committing writer
-/// runs a FULL checkpoint itself (after the background one in progress, if any), so the WAL
-/// stays bounded: the writer is slowed rather than the file left to grow. Durability is unchanged: a checkpoint only copies
+/// Checkpoints are PASSIVE (they never wait for readers or the writer). A background pass
+/// cannot finish the job while commits stream in — frames appended during its copy remain —
+/// so once it has caught up to within a few frames, the writer's next commit copies that
+/// remainder itself (a small PASSIVE checkpoint on its own connection). With every frame
+/// copied, the transaction after it starts the WAL over from its beginning, rewriting file
+/// pages already in the kernel's page cache; otherwise the WAL would grow through a whole
+/// bulk load, each frame a fresh page for the kernel to allocate (twice the cost of a rewrite
+/// here, and a pull's WAL writes were 14% of its CPU).
+///
+/// If checkpoints fall behind — the WAL reaches four times the threshold, e.g. on a loaded
+/// machine or behind a long read — the committing writer runs a FULL checkpoint itself (after
+/// the background one in progress, if any), so the WAL stays bounded: the writer is slowed
+/// rather than the file left to grow. Durability is unchanged: a checkpoint only copies
 /// committed pages, with the same `synchronous` setting as the writer.
 ///
 /// Safety of `@unchecked Sendable`: `connection` is used only on `queue`; everything else is
@@ -20,10 +29,23 @@ final class WALCheckpointer: @unchecked Sendable {
     let threshold: Int32
     let synchronous: String
     private let queue = DispatchQueue(label: "ferry.store.checkpoint")
-    private let state = Mutex<(scheduled: Bool, closed: Bool)>((false, false))
+    private struct State {
+        var scheduled = false
+        var closed = false
+        /// A background pass left only the frames appended during it: the writer copies them.
+        var caughtUp = false
+    }
+    private let state = Mutex(State())
+    /// A background pass that copied fewer new frames than this is the last before the
+    /// writer's own small checkpoint finishes the job.
+    static let remainderFrames: Int32 = 256
     private var connection: Connection?
+    /// Runs on the checkpoint thread after each background pass (tests: a commit landing
+    /// while a pass copies).
+    private let afterPass: (@Sendable () -> Void)?
 
-    init(path: String, thresholdPages: Int, synchronous: String) {
+    init(path: String, thresholdPages: Int, synchronous: String, afterPass: (@Sendable () -> Void)? = nil) {
+        self.afterPass = afterPass
         self.path = path
         self.threshold = Int32(clamping: max(1, thresholdPages))
         self.synchronous = synchronous
@@ -51,9 +73,15 @@ final class WALCheckpointer: @unchecked Sendable {
             // checkpoint holds it the call returns BUSY at once, so wait for that one to end
             // (this queue is serial) and try again.
             if sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_FULL, nil, nil) == SQLITE_BUSY {
-                queue.sync {}
+                waitUntilIdle()
                 _ = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_FULL, nil, nil)
             }
+            return
+        }
+        if state.withLock({ s in defer { s.caughtUp = false }; return s.caughtUp }) {
+            // Only what was appended during the background pass is left (a few commits):
+            // copied here, the next transaction starts the WAL over.
+            _ = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
             return
         }
         guard walPages >= threshold else { return }
@@ -76,7 +104,23 @@ final class WALCheckpointer: @unchecked Sendable {
             connection = c
         }
         guard let c = connection else { return }
-        _ = sqlite3_wal_checkpoint_v2(c.handle, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+        // Each pass copies what the writer appended during the one before; a few passes
+        // shrink that to a remainder small enough for the writer to copy without a stall.
+        var frames: Int32 = 0, previous: Int32 = 0
+        for _ in 0..<4 {
+            guard sqlite3_wal_checkpoint_v2(c.handle, nil, SQLITE_CHECKPOINT_PASSIVE, &frames, nil) == SQLITE_OK else { return }
+            afterPass?()
+            if frames - previous < Self.remainderFrames {
+                state.withLock { $0.caughtUp = true }
+                return
+            }
+            previous = frames
+        }
+    }
+
+    /// Waits until no background checkpoint is running.
+    func waitUntilIdle() {
+        queue.sync {}
     }
 
     /// Stops checkpointing and closes the connection (waits for a checkpoint in progress).

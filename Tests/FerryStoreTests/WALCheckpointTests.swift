@@ -1,5 +1,6 @@
 @testable import FerryStore
 import Foundation
+import Synchronization
 import Testing
 
 /// Checkpoints run beside the writer (WALCheckpointer): the WAL stays bounded while commits
@@ -32,5 +33,47 @@ import Testing
         #expect(try reopened.integrityCheck() == ["ok"])
         reopened.close()
         _ = dir
+    }
+}
+
+/// The WAL starts over once a checkpoint has copied it all, even though commits land while a
+/// background pass copies: the writer copies what they added, so a bulk load rewrites one small
+/// WAL instead of growing it (WALCheckpointer).
+@Suite struct WALRestartTests {
+    @Test func theWALStartsOverAfterACheckpointThatCommitsRacedWith() throws {
+        let dir = TempDir()
+        let path = dir.path("restart.db")
+        let writer = try Connection(path: path)
+        _ = try writer.strings("PRAGMA journal_mode=WAL")
+        try writer.execute("CREATE TABLE t (x BLOB)")
+        let raced = Mutex(false)
+        // One commit lands after the background pass has copied, before the writer's next commit.
+        let checkpointer = WALCheckpointer(path: path, thresholdPages: 16, synchronous: "NORMAL", afterPass: {
+            guard raced.withLock({ r in defer { r = true }; return !r }) else { return }
+            try? writer.execute("INSERT INTO t VALUES (zeroblob(1000))")
+        })
+        checkpointer.install(on: writer.handle)
+        defer {
+            checkpointer.uninstall(from: writer.handle)
+            checkpointer.close()
+            writer.close()
+        }
+
+        try writer.execute("BEGIN; \(String(repeating: "INSERT INTO t VALUES (zeroblob(4000));", count: 40)) COMMIT")
+        checkpointer.waitUntilIdle()
+        #expect(raced.withLock { $0 }, "the background pass ran")
+        try writer.execute("INSERT INTO t VALUES (zeroblob(1000))")   // copies the raced commit's frames
+        try writer.execute("INSERT INTO t VALUES (zeroblob(1000))")   // starts the WAL over
+
+        // `wal_checkpoint` reports the WAL's frames before it copies them: only the last
+        // commit's if the WAL started over, the whole bulk (40+ pages) if it kept growing.
+        let reader = try Connection(path: path)
+        defer { reader.close() }
+        let result = try reader.prepare("PRAGMA wal_checkpoint(PASSIVE)")
+        defer { result.reset() }
+        #expect(try result.step())
+        let frames = result.int64(1)
+        #expect(frames > 0 && frames <= 4, "the WAL holds \(frames) frames")
+        #expect(try reader.scalarInt("SELECT count(*) FROM t") == 43)
     }
 }
