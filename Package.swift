@@ -28,6 +28,9 @@ let package = Package(
                        providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib",
                        providers: [.apt(["zlib1g-dev"])]),
+        // The executables' allocator (not the libraries': an embedding app keeps its own).
+        .systemLibrary(name: "CJemalloc", pkgConfig: "jemalloc",
+                       providers: [.apt(["libjemalloc-dev"])]),
         // What Swift cannot import directly: packed epoll structs, eventfd, getrandom, masking.
         .target(name: "CFerrySystem"),
         .target(name: "FerryNet",
@@ -51,13 +54,13 @@ let package = Package(
                                .product(name: "Logging", package: "swift-log")]),
         // The peer process: serve, sync, put/get/delete/ls.
         .executableTarget(name: "ferry",
-                          dependencies: ["FerrySync", "FerryStore", "FerryNet",
+                          dependencies: ["FerrySync", "FerryStore", "FerryNet", "CJemalloc",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         // A child process for the durability test: commits batches and reports each one.
         .executableTarget(name: "ferry-store-writer", dependencies: ["FerryStore"]),
         // Side-by-side measurements: `swift run -c release ferry-bench …` (docs/performance.md).
         .executableTarget(name: "ferry-bench",
-                          dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet", "FerryStore", "FerrySync", "CSQLite", "CFerrySystem",
+                          dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet", "FerryStore", "FerrySync", "CSQLite", "CFerrySystem", "CJemalloc",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         // A runnable example of FerryBLIP used alone (docs/transport.md); CI builds and runs it.
         .executableTarget(name: "blip-rpc-example", dependencies: ["FerryBLIP", "FerryNet"],

@@ -11,6 +11,7 @@
 // with the peak RSS of each process while replicating (VmHWM; this process resets its own after
 // preparing the documents, through /proc/self/clear_refs; the child: /proc/<pid>/status).
 import ArgumentParser
+import CJemalloc
 import FerryStore
 import FerrySync
 import Foundation
@@ -67,6 +68,7 @@ struct SyncBench: AsyncParsableCommand {
     func run() async throws {
         signal(SIGPIPE, SIG_IGN)
         let count = self.count
+        print("allocator: jemalloc \(String(cString: ferry_jemalloc_version()))")
         print("preparing \(count) documents of ~1 KiB…")
         func props(_ i: Int) -> [String: JSONValue] {
             ["type": "item", "n": .int(Int64(i)), "name": .string("item number \(i)"), "tags": ["a", "b", "c"],

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CJemalloc
 import FerryNet
 import FerryStore
 import Foundation
@@ -8,8 +9,12 @@ struct Ferry: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ferry",
         abstract: "A peer-to-peer JSON document replicator: serve a database, sync with peers, edit documents.",
+        version: "ferry \(Ferry.version) (allocator: jemalloc \(String(cString: ferry_jemalloc_version())))",
         subcommands: [Serve.self, Sync.self, Put.self, Get.self, Delete.self, List.self],
         defaultSubcommand: Serve.self)
+
+    /// This build's version.
+    static let version = "0.1.0"
 }
 
 /// `--db PATH`, shared by every command.

@@ -54,6 +54,28 @@ func saveNumberedDocuments(_ count: Int, into db: Database) throws {
 
 @Suite("Peer processes", .serialized)
 struct ProcessTests {
+    /// `ferry` runs on jemalloc (linked for speed, docs/performance.md): every library's
+    /// `malloc` — the Swift runtime's, Foundation's, SQLite's — binds to it, not to glibc's.
+    @Test func ferryRunsOnJemalloc() async throws {
+        let (status, output) = try await runFerry(["--version"])
+        #expect(status == 0)
+        #expect(output.contains("jemalloc 5."), "\(output)")
+
+        let dir = TempDir()
+        let p = Process()
+        p.executableURL = ferryExecutable
+        p.arguments = ["--version"]
+        p.environment = ["LD_DEBUG": "bindings", "LD_DEBUG_OUTPUT": dir.path("ld")]
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        await offPool { p.waitUntilExit() }
+        let log = try String(contentsOfFile: dir.path("ld.\(p.processIdentifier)"), encoding: .utf8)
+        let bindings = log.split(separator: "\n").filter { $0.contains("normal symbol `malloc'") }
+        // "binding file <caller> [0] to <definer> [0]: normal symbol `malloc' …"
+        #expect(bindings.contains { $0.contains("libswiftCore.so") }, "\(bindings)")
+        #expect(bindings.allSatisfy { $0.components(separatedBy: " to ").last?.contains("libjemalloc.so") == true }, "\(bindings)")
+    }
+
     @Test func pullKilledMidwayResumesFromItsCheckpoint() async throws {
         let naomi = try await Peer.make("naomi", serving: true)
         let listener = try #require(naomi.listener)
