@@ -8,13 +8,15 @@ import Synchronization
 /// writer and stalled a replication's pipeline while the other core idled.
 ///
 /// Checkpoints are PASSIVE (they never wait for readers or the writer). A background pass
-/// cannot finish the job while commits stream in — frames appended during its copy remain —
-/// so once it has caught up to within a few frames, the writer's next commit copies that
-/// remainder itself (a small PASSIVE checkpoint on its own connection). With every frame
-/// copied, the transaction after it starts the WAL over from its beginning, rewriting file
-/// pages already in the kernel's page cache; otherwise the WAL would grow through a whole
-/// bulk load, each frame a fresh page for the kernel to allocate (twice the cost of a rewrite
-/// here, and a pull's WAL writes were 14% of its CPU).
+/// cannot finish the job while commits stream in: it copies the WAL as it was when the pass
+/// began, and frames appended meanwhile remain. So after a pass that copied everything it saw,
+/// the writer's next commit looks at what was appended since: fewer than `remainderFrames`
+/// (2 MiB of 8 KiB pages), it copies them itself (a PASSIVE checkpoint on its own connection,
+/// which fsyncs the WAL and the database file like any checkpoint); more, it hands them to
+/// another background pass. Once every frame is copied, the next transaction starts the WAL
+/// over from its beginning, rewriting file pages already in the kernel's page cache; otherwise
+/// the WAL would grow through a whole bulk load, each frame a fresh page for the kernel to
+/// allocate (twice the cost of a rewrite here; a pull's WAL writes were 14% of its CPU).
 ///
 /// If checkpoints fall behind — the WAL reaches four times the threshold, e.g. on a loaded
 /// machine or behind a long read — the committing writer runs a FULL checkpoint itself (after
@@ -30,21 +32,26 @@ final class WALCheckpointer: @unchecked Sendable {
     let synchronous: String
     private let queue = DispatchQueue(label: "ferry.store.checkpoint")
     private struct State {
+        /// A background pass is queued or running.
         var scheduled = false
+        /// `close()` was called: no more passes.
         var closed = false
-        /// A background pass left only the frames appended during it: the writer copies them.
-        var caughtUp = false
+        /// The WAL's size in frames when the last background pass began, if that pass copied
+        /// all of it (no reader's snapshot held it back): the frames after it are the remainder.
+        var copiedUpTo: Int32?
     }
     private let state = Mutex(State())
-    /// A background pass that copied fewer new frames than this is the last before the
-    /// writer's own small checkpoint finishes the job.
+    /// The most frames the writer copies itself after a background pass; more go to another pass.
     static let remainderFrames: Int32 = 256
     private var connection: Connection?
-    /// Runs on the checkpoint thread after each background pass (tests: a commit landing
+    /// Run on the checkpoint thread around each background pass (tests: frames appended
     /// while a pass copies).
+    private let beforePass: (@Sendable () -> Void)?
     private let afterPass: (@Sendable () -> Void)?
 
-    init(path: String, thresholdPages: Int, synchronous: String, afterPass: (@Sendable () -> Void)? = nil) {
+    init(path: String, thresholdPages: Int, synchronous: String,
+         beforePass: (@Sendable () -> Void)? = nil, afterPass: (@Sendable () -> Void)? = nil) {
+        self.beforePass = beforePass
         self.afterPass = afterPass
         self.path = path
         self.threshold = Int32(clamping: max(1, thresholdPages))
@@ -67,24 +74,31 @@ final class WALCheckpointer: @unchecked Sendable {
 
     /// Called by SQLite on the writer's thread after each commit, with the WAL's size in pages.
     private func committed(db: OpaquePointer, walPages: Int32) {
+        let copiedUpTo = state.withLock { s in defer { s.copiedUpTo = nil }; return s.copiedUpTo }
         if walPages >= threshold &* 4 {
             // FULL copies every frame (waiting for readers), so the next write restarts the
-            // WAL. SQLite does not wait for the checkpoint lock, though: while the background
-            // checkpoint holds it the call returns BUSY at once, so wait for that one to end
-            // (this queue is serial) and try again.
+            // WAL. SQLite does not wait for the checkpoint lock, though: while a background
+            // pass holds it the call returns BUSY at once, so wait for the pass to end (this
+            // queue is serial) and try again.
             if sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_FULL, nil, nil) == SQLITE_BUSY {
                 waitUntilIdle()
                 _ = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_FULL, nil, nil)
             }
             return
         }
-        if state.withLock({ s in defer { s.caughtUp = false }; return s.caughtUp }) {
-            // Only what was appended during the background pass is left (a few commits):
-            // copied here, the next transaction starts the WAL over.
-            _ = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+        // A smaller WAL than the pass saw has started over already: nothing is left to copy.
+        if let copiedUpTo, walPages >= copiedUpTo {
+            if walPages &- copiedUpTo < Self.remainderFrames {
+                _ = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+            } else {
+                scheduleBackgroundPass()
+            }
             return
         }
-        guard walPages >= threshold else { return }
+        if walPages >= threshold { scheduleBackgroundPass() }
+    }
+
+    private func scheduleBackgroundPass() {
         let start = state.withLock { s -> Bool in
             guard !s.scheduled, !s.closed else { return false }
             s.scheduled = true
@@ -104,19 +118,17 @@ final class WALCheckpointer: @unchecked Sendable {
             connection = c
         }
         guard let c = connection else { return }
-        // Each pass copies what the writer appended during the one before; a few passes
-        // shrink that to a remainder small enough for the writer to copy without a stall.
-        var frames: Int32 = 0, previous: Int32 = 0
-        for _ in 0..<4 {
-            guard sqlite3_wal_checkpoint_v2(c.handle, nil, SQLITE_CHECKPOINT_PASSIVE, &frames, nil) == SQLITE_OK else { return }
-            afterPass?()
-            if frames - previous < Self.remainderFrames {
-                state.withLock { $0.caughtUp = true }
-                return
-            }
-            previous = frames
-        }
+        var log: Int32 = 0, copied: Int32 = 0
+        beforePass?()
+        guard sqlite3_wal_checkpoint_v2(c.handle, nil, SQLITE_CHECKPOINT_PASSIVE, &log, &copied) == SQLITE_OK else { return }
+        afterPass?()
+        // Short of `log`, a reader's snapshot held the pass back: the WAL cannot start over
+        // until that reader moves on, and the next commit past the threshold tries again.
+        if copied == log { state.withLock { $0.copiedUpTo = log } }
     }
+
+    /// Whether the last background pass copied the whole WAL it saw (for tests).
+    var copiedAllItSaw: Bool { state.withLock { $0.copiedUpTo != nil } }
 
     /// Waits until no background checkpoint is running.
     func waitUntilIdle() {

@@ -96,11 +96,6 @@ final class Writer: Sendable {
         }
     }
 
-    /// Waits until no background checkpoint is running (for tests).
-    func waitForCheckpoints() {
-        checkpointer?.waitUntilIdle()
-    }
-
     func close() {
         let conn = state.withLock { s -> Connection? in
             defer { s.connection = nil }

@@ -40,40 +40,95 @@ import Testing
 /// background pass copies: the writer copies what they added, so a bulk load rewrites one small
 /// WAL instead of growing it (WALCheckpointer).
 @Suite struct WALRestartTests {
-    @Test func theWALStartsOverAfterACheckpointThatCommitsRacedWith() throws {
+    /// A WAL-mode file with one table, its write connection watched by a checkpointer with a
+    /// 16-page threshold.
+    struct Fixture {
         let dir = TempDir()
-        let path = dir.path("restart.db")
-        let writer = try Connection(path: path)
-        _ = try writer.strings("PRAGMA journal_mode=WAL")
-        try writer.execute("CREATE TABLE t (x BLOB)")
-        let raced = Mutex(false)
-        // One commit lands after the background pass has copied, before the writer's next commit.
-        let checkpointer = WALCheckpointer(path: path, thresholdPages: 16, synchronous: "NORMAL", afterPass: {
-            guard raced.withLock({ r in defer { r = true }; return !r }) else { return }
-            try? writer.execute("INSERT INTO t VALUES (zeroblob(1000))")
-        })
-        checkpointer.install(on: writer.handle)
-        defer {
+        let path: String
+        let writer: Connection
+        let checkpointer: WALCheckpointer
+
+        init(beforePass: (@Sendable () -> Void)? = nil, afterPass: (@Sendable () -> Void)? = nil) throws {
+            path = dir.path("restart.db")
+            writer = try Connection(path: path)
+            _ = try writer.strings("PRAGMA journal_mode=WAL")
+            try writer.execute("CREATE TABLE t (x BLOB)")
+            checkpointer = WALCheckpointer(path: path, thresholdPages: 16, synchronous: "NORMAL",
+                                           beforePass: beforePass, afterPass: afterPass)
+            checkpointer.install(on: writer.handle)
+        }
+
+        /// ~40 pages in one commit: past the threshold, under the writer's own FULL fallback (64).
+        func commitBulk() throws {
+            try writer.execute("BEGIN; \(String(repeating: "INSERT INTO t VALUES (zeroblob(4000));", count: 40)) COMMIT")
+        }
+
+        /// The WAL's frames, as `wal_checkpoint` reports them before it copies them.
+        func walFrames() throws -> Int64 {
+            let reader = try Connection(path: path)
+            defer { reader.close() }
+            let result = try reader.prepare("PRAGMA wal_checkpoint(PASSIVE)")
+            defer { result.reset() }
+            guard try result.step() else { return -1 }
+            return result.int64(1)
+        }
+
+        func close() {
             checkpointer.uninstall(from: writer.handle)
             checkpointer.close()
             writer.close()
         }
+    }
 
-        try writer.execute("BEGIN; \(String(repeating: "INSERT INTO t VALUES (zeroblob(4000));", count: 40)) COMMIT")
-        checkpointer.waitUntilIdle()
-        #expect(raced.withLock { $0 }, "the background pass ran")
-        try writer.execute("INSERT INTO t VALUES (zeroblob(1000))")   // copies the raced commit's frames
-        try writer.execute("INSERT INTO t VALUES (zeroblob(1000))")   // starts the WAL over
-
-        // `wal_checkpoint` reports the WAL's frames before it copies them: only the last
-        // commit's if the WAL started over, the whole bulk (40+ pages) if it kept growing.
-        let reader = try Connection(path: path)
+    @Test func theWALStartsOverAfterACheckpointThatCommitsRacedWith() throws {
+        // Frames appended while a pass copies, as a stream of commits does: a reader that
+        // began before the pass keeps the WAL from starting over under a commit from another
+        // connection right after it, so that commit's frames follow the ones the pass copied.
+        let others = Mutex<(reader: Connection, writer: Connection)?>(nil)
+        let fixture = try Fixture(beforePass: {
+            others.withLock { o in
+                _ = try? o?.reader.execute("BEGIN; SELECT count(*) FROM t;")
+            }
+        }, afterPass: {
+            others.withLock { o in
+                try? o?.writer.execute("INSERT INTO t VALUES (zeroblob(1000))")
+                try? o?.reader.execute("COMMIT")
+                o = nil
+            }
+        })
+        defer { fixture.close() }
+        let reader = try Connection(path: fixture.path)
         defer { reader.close() }
-        let result = try reader.prepare("PRAGMA wal_checkpoint(PASSIVE)")
-        defer { result.reset() }
-        #expect(try result.step())
-        let frames = result.int64(1)
+        let second = try Connection(path: fixture.path)
+        defer { second.close() }
+        others.withLock { $0 = (reader, second) }
+
+        try fixture.commitBulk()
+        fixture.checkpointer.waitUntilIdle()
+        #expect(others.withLock { $0 == nil }, "the background pass ran and the raced commit landed")
+        #expect(fixture.checkpointer.copiedAllItSaw)
+        try fixture.writer.execute("INSERT INTO t VALUES (zeroblob(1000))")   // copies the raced commit's frames
+        try fixture.writer.execute("INSERT INTO t VALUES (zeroblob(1000))")   // starts the WAL over
+
+        // Only the last commit's frames if the WAL started over; the whole bulk (40+) if not.
+        let frames = try fixture.walFrames()
         #expect(frames > 0 && frames <= 4, "the WAL holds \(frames) frames")
-        #expect(try reader.scalarInt("SELECT count(*) FROM t") == 43)
+        #expect(try fixture.writer.scalarInt("SELECT count(*) FROM t") == 43)
+    }
+
+    @Test func aReaderHoldingAnOldSnapshotLeavesTheRestToLaterPasses() throws {
+        let fixture = try Fixture()
+        defer { fixture.close() }
+        let reader = try Connection(path: fixture.path)
+        defer { reader.close() }
+        try reader.execute("BEGIN")
+        #expect(try reader.scalarInt("SELECT count(*) FROM t") == 0)
+
+        try fixture.commitBulk()
+        fixture.checkpointer.waitUntilIdle()
+        // The pass could not copy past the reader's snapshot, so the writer must not take on
+        // the rest (the whole bulk) as its "small remainder".
+        #expect(!fixture.checkpointer.copiedAllItSaw)
+        try reader.execute("COMMIT")
     }
 }
