@@ -86,7 +86,8 @@ final class WALCheckpointer: @unchecked Sendable {
             }
             return
         }
-        // A smaller WAL than the pass saw has started over already: nothing is left to copy.
+        // After a pass that copied all it saw, what came since is copied here if it is little,
+        // else by another pass. (A WAL smaller than the pass saw has started over already.)
         if let copiedUpTo, walPages >= copiedUpTo {
             if walPages &- copiedUpTo < Self.remainderFrames {
                 _ = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
