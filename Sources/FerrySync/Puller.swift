@@ -214,20 +214,14 @@ final class Puller: Sendable {
 
     private func handleRev(_ request: BLIPIncomingRequest) {
         let taken = RevReceiver.receive(request, database: database, policy: downloadPolicy, failed: { [self] revision, error in
-            pending.finished()
-            inserter.expect(-1)
-            reporter.event(DocumentEvent(direction: .pull, documentID: revision.documentID, revisionID: revision.history.first,
-                                         isDeleted: revision.isDeleted, kind: .failed(error)))
-            state.value.withLock { _ = $0.tracker.complete(documentID: revision.documentID, revisionID: revision.history.first ?? "") }
-            reporter.completed(1)
-            finishIfCaughtUp()
+            giveUp(documentID: revision.documentID, revisionID: revision.history.first, isDeleted: revision.isDeleted,
+                   error: error)
         }) { [self] in store($0, $1) }
         guard !taken else { return }
         // A `rev` without its document or revision ID cannot complete the entry it was sent
         // for, so the checkpoint could never pass it: like an unreadable `changes`, the peer
         // broke the protocol and the session ends with the error.
-        pending.finished()
-        inserter.expect(-1)
+        withdraw()
         let error = ReplicationError.protocolError("rev without a document or revision ID")
         logger.warning("bad rev message", metadata: ["error": "\(error)"])
         state.end(with: error)
@@ -265,12 +259,25 @@ final class Puller: Sendable {
         let p = request.message.properties
         guard let id = p["id"], let rev = p["rev"] else { return }
         let code = p["error"].flatMap { Int($0) } ?? 404
-        reporter.event(DocumentEvent(direction: .pull, documentID: id, revisionID: rev, isDeleted: false,
-                                     kind: .failed(.remote(domain: "HTTP", code: code, message: p["reason"] ?? "norev"))))
-        reporter.completed(1)
+        giveUp(documentID: id, revisionID: rev, isDeleted: false,
+               error: .remote(domain: "HTTP", code: code, message: p["reason"] ?? "norev"))
+    }
+
+    /// A revision asked for will not reach the inserter: it no longer counts as pending, nor
+    /// as on its way to the writer.
+    private func withdraw() {
         pending.finished()
         inserter.expect(-1)
-        state.value.withLock { _ = $0.tracker.complete(documentID: id, revisionID: rev) }
+    }
+
+    /// A revision asked for will not be stored (`norev`, or its attachments could not be
+    /// fetched): reported as a document error, and done with, so the checkpoint can pass it.
+    private func giveUp(documentID: String, revisionID: String?, isDeleted: Bool, error: ReplicationError) {
+        withdraw()
+        reporter.event(DocumentEvent(direction: .pull, documentID: documentID, revisionID: revisionID,
+                                     isDeleted: isDeleted, kind: .failed(error)))
+        state.value.withLock { _ = $0.tracker.complete(documentID: documentID, revisionID: revisionID ?? "") }
+        reporter.completed(1)
         finishIfCaughtUp()
     }
 
