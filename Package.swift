@@ -56,6 +56,11 @@ let package = Package(
         .executableTarget(name: "ferry",
                           dependencies: ["FerrySync", "FerryStore", "FerryNet", "CJemalloc",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+        // The cluster harness's library client (Tests/Cluster): Ferry embedded, writes from stdin.
+        .executableTarget(name: "ferry-cluster-client",
+                          dependencies: ["FerrySync", "FerryStore",
+                                         .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                          path: "Tests/Cluster/Client"),
         // A child process for the durability test: commits batches and reports each one.
         .executableTarget(name: "ferry-store-writer", dependencies: ["FerryStore"]),
         // Side-by-side measurements: `swift run -c release ferry-bench …` (docs/performance.md).

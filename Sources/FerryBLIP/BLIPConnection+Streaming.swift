@@ -11,6 +11,7 @@ extension BLIPConnection {
     /// Replaces any handler for the profile.
     public func register(profile: String, streaming handler: @escaping StreamingHandler) {
         onLoop { conn in
+            guard conn.closedOnLoop == nil else { return }
             conn.streamingHandlers[profile] = handler
             // One-frame requests take the ordinary route; this adapter keeps it untouched.
             conn.handlers[profile] = { [unowned conn] req in

@@ -156,14 +156,21 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
 
     // MARK: Handlers (loop level)
 
-    /// Routes requests whose `Profile` is `profile` to `handler` (on the loop thread).
+    /// Routes requests whose `Profile` is `profile` to `handler` (on the loop thread). Handlers
+    /// are released when the connection closes; registering on a closed one does nothing.
     public func register(profile: String, _ handler: @escaping Handler) {
-        onLoop { $0.handlers[profile] = handler; $0.streamingHandlers[profile] = nil; $0.lastRoute = nil }
+        onLoop {
+            guard $0.closedOnLoop == nil else { return }
+            $0.handlers[profile] = handler; $0.streamingHandlers[profile] = nil; $0.lastRoute = nil
+        }
     }
 
     /// Receives requests no registered profile matched (instead of the automatic 404).
     public func registerDefault(_ handler: @escaping Handler) {
-        onLoop { $0.defaultHandler = handler; $0.lastRoute = nil }
+        onLoop {
+            guard $0.closedOnLoop == nil else { return }
+            $0.defaultHandler = handler; $0.lastRoute = nil
+        }
     }
 
     func onLoop(_ body: @escaping @Sendable (BLIPConnection) -> Void) {
@@ -402,5 +409,11 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
         closeWaiters = []
         for w in waiters { w.resume(returning: state.clean ? nil : err) }
         ws = nil
+        // Handlers capture their owners (a puller, a passive peer), which hold this connection:
+        // dropped here, a closed connection and its owners are freed together.
+        handlers = [:]
+        defaultHandler = nil
+        lastRoute = nil
+        streamingHandlers = [:]
     }
 }

@@ -39,4 +39,14 @@ public struct InsertOutcome: Sendable, Equatable {
     public var resolved: Bool
     /// The sequence assigned to the change (nil for a noop).
     public var sequence: Int64?
+
+    /// An outcome with these fields.
+    public init(status: Status, current: RevisionID?, conflictedWith: RevisionID? = nil, resolved: Bool = false,
+                sequence: Int64? = nil) {
+        self.status = status
+        self.current = current
+        self.conflictedWith = conflictedWith
+        self.resolved = resolved
+        self.sequence = sequence
+    }
 }

@@ -47,6 +47,22 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A file-system failure (blob files, copying a prebuilt database).
     case io(operation: String, errno: Int32)
 
+    /// Whether the same operation may succeed later: the machine failed, not the data — the
+    /// disk is full, an I/O error, the file is locked or memory ran out. A replicator retries
+    /// these (and does not checkpoint past what they refused); everything else is permanent.
+    public var isTransient: Bool {
+        switch self {
+        case .sqlite(let code, _):
+            // Primary result codes: BUSY, LOCKED, NOMEM, IOERR, FULL, CANTOPEN.
+            return [5, 6, 7, 10, 13, 14].contains(code & 0xFF)
+        case .io(_, let errno):
+            // ENOSPC, EDQUOT, EIO, ENOMEM, EMFILE, ENFILE, EAGAIN.
+            return [28, 122, 5, 12, 24, 23, 11].contains(errno)
+        default:
+            return false
+        }
+    }
+
     public var description: String {
         switch self {
         case .notADatabase(let path): return "not a Ferry database: \(path)"

@@ -1,4 +1,5 @@
 import FerryStore
+import Foundation
 import Synchronization
 
 /// Stores received revisions in batches: whatever has arrived while the previous transaction
@@ -45,6 +46,11 @@ final class Inserter: Sendable {
     }
     private let queue: Mutex<Queue>
     static let lingerTime: Duration = .milliseconds(2)
+
+    /// A planted bug for the cluster harness to catch (Tests/Cluster): with the environment
+    /// variable `FERRY_TEST_DROP_INCOMING_DELETIONS=1`, incoming deletions are acknowledged and
+    /// silently not stored. Off unless that variable is set; nothing else reads it.
+    static let dropsIncomingDeletions = ProcessInfo.processInfo.environment["FERRY_TEST_DROP_INCOMING_DELETIONS"] == "1"
     private let worker = Mutex<Task<Void, Never>?>(nil)
 
     init(database: Database, remote: String?, resolver: ConflictResolver?, allowConflicts: Bool,
@@ -160,6 +166,10 @@ final class Inserter: Sendable {
                 var out: [Result<InsertOutcome, StoreError>] = []
                 out.reserveCapacity(items.count)
                 for item in items {
+                    if Self.dropsIncomingDeletions && item.revision.isDeleted {
+                        out.append(.success(InsertOutcome(status: .noop, current: nil, conflictedWith: nil, resolved: false, sequence: nil)))
+                        continue
+                    }
                     do throws(StoreError) {
                         out.append(.success(try b.insert(item.revision, fromRemote: remote, resolver: resolver,
                                                          allowConflicts: allowConflicts)))

@@ -12,8 +12,12 @@ final class Puller: Sendable {
         struct Value {
             var tracker = SequenceTracker()
             var caughtUp = false
-            /// Set when the peer broke the protocol; ends the session.
+            /// Set when the peer broke the protocol or a revision could not be stored for a
+            /// reason that may pass; ends the session.
             var error: ReplicationError?
+            /// Set once a transaction failed as a whole: the tracker may count its revisions
+            /// done, so no later transaction of this session may save the checkpoint.
+            var storeFailed = false
             var waiters: [(continuous: Bool, continuation: CheckedContinuation<ReplicationError?, Never>)] = []
 
             mutating func releaseAll() -> [CheckedContinuation<ReplicationError?, Never>] {
@@ -77,6 +81,7 @@ final class Puller: Sendable {
         let inserter = Inserter(database: database, remote: remote, resolver: inTransaction, allowConflicts: true) {
             (batch, items, _) throws(StoreError) in
             let advanced = state.value.withLock { s -> JSONValue?? in
+                guard !s.storeFailed else { return .none }
                 let before = s.tracker.checkpoint
                 for item in items {
                     s.tracker.complete(documentID: item.revision.documentID, revisionID: item.revision.history.first ?? "")
@@ -245,6 +250,14 @@ final class Puller: Sendable {
                                                   using: custom, reporter: reporter)
                     }
                 }
+            case .failure(let error) where error.isTransient:
+                // Disk full, I/O: the revision must come again. Its transaction stored nothing
+                // (and may have counted its revisions done): the session ends here, and the
+                // next one pulls from the last saved checkpoint, once the store works again.
+                state.value.withLock { $0.storeFailed = true }
+                request.respondHTTPError(error.wireStatus, error.wireMessage)
+                logger.warning("could not store a pulled revision; the pull restarts", metadata: ["error": "\(error)"])
+                state.end(with: .store(error))
             case .failure(let error):
                 request.respondHTTPError(error.wireStatus, error.wireMessage)
                 reporter.event(DocumentEvent(direction: .pull, documentID: revision.documentID, revisionID: rev,
@@ -274,6 +287,13 @@ final class Puller: Sendable {
     /// fetched): reported as a document error, and done with, so the checkpoint can pass it.
     private func giveUp(documentID: String, revisionID: String?, isDeleted: Bool, error: ReplicationError) {
         withdraw()
+        if error.isTransient {
+            // Its attachments could not be fetched for a reason that may pass (the connection
+            // broke, the disk is full): the entry stays open, so the checkpoint stops before
+            // it, and the session ends; the next one asks for it again.
+            state.end(with: error)
+            return
+        }
         reporter.event(DocumentEvent(direction: .pull, documentID: documentID, revisionID: revisionID,
                                      isDeleted: isDeleted, kind: .failed(error)))
         state.value.withLock { _ = $0.tracker.complete(documentID: documentID, revisionID: revisionID ?? "") }

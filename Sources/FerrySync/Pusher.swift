@@ -315,7 +315,11 @@ final class Pusher: Sendable {
                 stored.append((change.documentID, change.revisionID))
                 pushed(change)
             case .failure(.errorResponse(let domain, let code, let message)):
-                fail(change, .remote(domain: domain, code: code, message: message))
+                let error = ReplicationError.remote(domain: domain, code: code, message: message)
+                // A refusal that may pass (the peer's disk is full) ends the session, so this
+                // batch is not checkpointed past and is proposed again when it reconnects.
+                if error.isTransient { throw error }
+                fail(change, error)
             case .failure(let e):
                 throw ReplicationError(e)
             }

@@ -24,10 +24,12 @@ public enum ReplicationError: Error, Sendable, Equatable, CustomStringConvertibl
     /// handshake that timed out or a stream cut mid-record is retried.
     case tls(TLSError)
 
-    /// Whether retrying may help: connection failures and HTTP 408/429/502/503/504.
+    /// Whether retrying may help: connection failures, HTTP 408/429/502/503/504, and a local
+    /// database failure that may pass (disk full, I/O; `StoreError.isTransient`).
     public var isTransient: Bool {
         switch self {
         case .connection: return true
+        case .store(let e): return e.isTransient
         case .httpStatus(let s, _): return [408, 429, 502, 503, 504].contains(s)
         case .remote(_, let code, _): return [408, 429, 502, 503, 504].contains(code)
         case .tls(let e): return e == .handshakeTimedOut || e == .unexpectedEOF

@@ -37,15 +37,17 @@ public final class Replicator: Sendable {
         checkpointer = Checkpointer(configuration: configuration)
         let statusBox = StatusSink()
         reporter = Reporter(onEvent: { statusBox.event($0) }, onChange: { p, idle in statusBox.progress(p, idle) })
-        statusBox.owner.withLock { $0 = self }
+        statusBox.owner.withLock { $0.replicator = self }
     }
 
     /// Routes the reporter's callbacks to the replicator, which does not exist yet when the
-    /// reporter is made.
+    /// reporter is made. It holds the replicator weakly: the replicator holds the reporter,
+    /// which holds this, and a strong reference back would keep all three alive for ever.
     private final class StatusSink: Sendable {
-        let owner = Mutex<Replicator?>(nil)
-        func event(_ e: DocumentEvent) { owner.withLock { $0 }?.eventBroadcaster.send(e) }
-        func progress(_ p: ReplicationProgress, _ idle: Bool) { owner.withLock { $0 }?.progressChanged(p, idle: idle) }
+        struct Owner { weak var replicator: Replicator? }
+        let owner = Mutex(Owner())
+        func event(_ e: DocumentEvent) { owner.withLock { $0.replicator }?.eventBroadcaster.send(e) }
+        func progress(_ p: ReplicationProgress, _ idle: Bool) { owner.withLock { $0.replicator }?.progressChanged(p, idle: idle) }
     }
 
     // MARK: Observing
@@ -209,6 +211,8 @@ public final class Replicator: Sendable {
         var failures = 0
         var finalError: ReplicationError?
         var first = true
+        // Since when the peer has been out of reach (the start, or the last lost session).
+        var offlineSince = ContinuousClock.now
         while !Task.isCancelled {
             setActivity(.connecting)
             do throws(ReplicationError) {
@@ -222,9 +226,18 @@ public final class Replicator: Sendable {
             } catch {
                 first = false
                 if Task.isCancelled { break }
+                if failures == 0 { offlineSince = .now }
                 failures += 1
-                guard error.isTransient, failures < maxAttempts else { finalError = error; break }
                 let delay = min(pow(2.0, Double(failures - 1)), configuration.maxAttemptWaitTime)
+                let offline = (ContinuousClock.now - offlineSince) / .seconds(1)
+                let outOfTime = configuration.maxOfflineTime > 0 && offline + delay > configuration.maxOfflineTime
+                guard error.isTransient, failures < maxAttempts, !outOfTime else {
+                    finalError = error
+                    if error.isTransient, case .connection(let why) = error {
+                        finalError = .connection("gave up after \(failures) attempt\(failures == 1 ? "" : "s") in \(Int(offline.rounded())) s: \(why)")
+                    }
+                    break
+                }
                 logger.info("replication interrupted; retrying", metadata: ["error": "\(error)", "in": "\(delay)s"])
                 setActivity(.offline, error: .some(error))
                 // Jitter so a mesh of peers does not reconnect in lockstep.

@@ -3,8 +3,10 @@ import FerryStore
 
 extension StoreError {
     /// The HTTP-style status a refusal is reported with on the wire (reference §3.7: 409
-    /// conflict, 403 rejected by validation, 400 malformed, 500 anything else).
+    /// conflict, 403 rejected by validation, 400 malformed, 503 for a failure that may pass
+    /// (disk full, I/O: the sender retries it later), 500 anything else).
     var wireStatus: Int {
+        if isTransient { return 503 }
         switch self {
         case .rejected(let status, _): return status
         case .conflict: return 409

@@ -27,6 +27,11 @@ public final class SyncListener: Sendable {
         public var credentials: (user: String, password: String)?
         /// WebSocket settings (connection limit, handshake timeout, ...).
         public var webSocket: WebSocketConfiguration?
+        /// Seconds between WebSocket pings to each idle client; a client that misses the pong
+        /// for as long again is dropped, so a peer that vanished without a close (power cut,
+        /// partition, paused process) does not keep its session and feed forever. 0 = off.
+        /// Overrides `webSocket`'s ping settings. Default 60.
+        public var heartbeat: Double = 60
         /// Serve `wss://` with this certificate (and, optionally, require client
         /// certificates); plain `ws://` when nil (the default, for trusted LANs and tests).
         public var tls: TLSServerConfiguration?
@@ -114,6 +119,10 @@ public final class SyncListener: Sendable {
         let expected = configuration.credentials.map { "Basic " + Data("\($0.user):\($0.password)".utf8).base64EncodedString() }
         var ws = configuration.webSocket ?? BLIPConnection.webSocketConfiguration(app: app)
         ws.subprotocols = [BLIPConnection.subprotocol(app: app)]
+        if configuration.heartbeat > 0 {
+            ws.pingInterval = configuration.heartbeat
+            ws.pingTimeout = configuration.heartbeat
+        }
         var tls: TLSContext?
         if let config = configuration.tls {
             do throws(TLSError) { tls = try TLSContext(server: config) } catch { throw .tls(error) }

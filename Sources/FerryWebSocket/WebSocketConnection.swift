@@ -230,8 +230,9 @@ public final class WebSocketConnection: ConnectionHandler, @unchecked Sendable {
             pongDeadline = loop.schedule(after: configuration.pingTimeout) { [weak self] in
                 guard let self, self.isOpen else { return }
                 self.failure = .timedOut
-                self.machine.sendClose(code: .internalError, reason: "keep-alive ping timed out")
-                self.tcp.close()
+                // Dropped at once: a peer that stopped answering may also have stopped reading,
+                // and a close that waits to flush what is queued for it would never finish.
+                self.tcp.abort(nil)
             }
         }
         pingTimer = loop.schedule(after: interval) { [weak self] in self?.pingTimerFired() }

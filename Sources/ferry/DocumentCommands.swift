@@ -8,13 +8,39 @@ struct Put: AsyncParsableCommand {
     @OptionGroup var database: DatabaseOption
     @Argument(help: "Document ID.") var id: String
     @Argument(help: "The document body, a JSON object.") var json: String
+    @Option(name: .customLong("attach"), help: ArgumentHelp(
+        "Attach a file to the new revision as NAME (repeatable); the document's other attachments stay.",
+        valueName: "name=path"))
+    var attachments: [String] = []
+
+    func validate() throws {
+        for a in attachments where Self.splitAttachment(a) == nil {
+            throw ValidationError("--attach takes NAME=PATH, got \(a.debugDescription)")
+        }
+    }
+
+    /// `NAME=PATH` split at the first `=`; nil when either side is empty.
+    static func splitAttachment(_ s: String) -> (name: String, path: String)? {
+        guard let eq = s.firstIndex(of: "="), eq != s.startIndex, s.index(after: eq) != s.endIndex else { return nil }
+        return (String(s[..<eq]), String(s[s.index(after: eq)...]))
+    }
 
     func run() async throws {
         let db = try database.open()
         defer { db.close() }
         do {
             var doc = try db.document(id, includeDeleted: true) ?? Document(id: id)
+            // The new body keeps the attachments the current revision has (a tombstone has none).
+            let kept = doc.isDeleted ? nil : doc.properties["_attachments"]
             doc.properties = try JSONParser.parseObject(Array(json.utf8))
+            if doc.properties["_attachments"] == nil, let kept { doc.properties["_attachments"] = kept }
+            for a in attachments {
+                guard let (name, path) = Self.splitAttachment(a) else { continue }
+                guard let bytes = FileManager.default.contents(atPath: path) else {
+                    throw ValidationError("cannot read \(path)")
+                }
+                doc.setAttachment(name, blob: try db.writeBlob(Array(bytes)))
+            }
             let saved = try db.save(doc)
             print(saved.revisionID?.description ?? "")
         } catch {
@@ -59,6 +85,11 @@ struct List: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "ls", abstract: "List document IDs and current revisions.")
     @OptionGroup var database: DatabaseOption
     @Flag(help: "Include deleted documents.") var deleted = false
+    @Flag(help: """
+        One JSON object a line, by ID: {"id","rev","deleted","body","conflicts":[rev…],"leaves":[{"rev","deleted"}…]} \
+        (what the cluster harness compares across peers).
+        """)
+    var json = false
 
     func run() async throws {
         let db = try database.open()
@@ -67,9 +98,25 @@ struct List: AsyncParsableCommand {
         while true {
             let page = try db.allDocuments(after: after, limit: 1000, includeDeleted: deleted)
             guard let last = page.last else { break }
-            for d in page { print("\(d.id)\t\(d.revisionID?.description ?? "")\(d.isDeleted ? "\tdeleted" : "")") }
+            if json {
+                let trees = try db.revisionTrees(of: page.map(\.id))
+                for d in page { print(String(decoding: CanonicalJSON.encode(Self.describe(d, tree: trees[d.id])), as: UTF8.self)) }
+            } else {
+                for d in page { print("\(d.id)\t\(d.revisionID?.description ?? "")\(d.isDeleted ? "\tdeleted" : "")") }
+            }
             after = last.id
         }
+    }
+
+    /// A document with its tree's leaves and open conflicts, as `--json` prints it.
+    static func describe(_ d: Document, tree: RevisionTree?) -> JSONValue {
+        let leaves = tree?.leaves ?? []
+        return .object([
+            "id": .string(d.id), "rev": .string(d.revisionID?.description ?? ""), "deleted": .bool(d.isDeleted),
+            "body": .object(d.properties),
+            "conflicts": .array((tree?.conflicts ?? []).map { .string($0.description) }),
+            "leaves": .array(leaves.map { .object(["rev": .string($0.revisionID.description), "deleted": .bool($0.isDeleted)]) }),
+        ])
     }
 }
 

@@ -20,11 +20,21 @@ struct Serve: AsyncParsableCommand {
         "Also push and pull continuously with this peer (ws://[user:password@]host:port/db); repeatable. Retries while it is down.",
         valueName: "url"))
     var peers: [String] = []
+    @Option(help: ArgumentHelp(
+        "Seconds between pings on idle connections, both served and --replicate ones; a peer silent for as long again is dropped (and retried). 0 = off.",
+        valueName: "seconds"))
+    var heartbeat: Double = 30
+    @Option(help: ArgumentHelp(
+        "The longest wait between attempts to reach a --replicate peer (the wait doubles from 1 s up to this).",
+        valueName: "seconds"))
+    var retryMaxWait: Double = 5
     @OptionGroup(title: "TLS (serving)") var serverTLS: ServerTLSOptions
     @OptionGroup(title: "TLS (peers given with --replicate)") var clientTLS: ClientTLSOptions
 
     func validate() throws {
         if (user == nil) != (password == nil) { throw ValidationError("--user and --password go together") }
+        if heartbeat < 0 { throw ValidationError("--heartbeat must be 0 (off) or positive") }
+        if retryMaxWait < 1 { throw ValidationError("--retry-max-wait must be at least 1 second") }
     }
 
     func run() async throws {
@@ -36,6 +46,7 @@ struct Serve: AsyncParsableCommand {
         config.port = port
         if let user, let password { config.credentials = (user, password) }
         config.tls = serverTLS.configuration
+        config.heartbeat = heartbeat
         let listener = try await SyncListener.start(serving: [dbName: db], configuration: config)
         print("ferry: serving \(database.db) at \(listener.url(for: dbName))/_blipsync\(user == nil ? "" : " (HTTP Basic authentication)")")
         fflush(nil)
@@ -44,6 +55,8 @@ struct Serve: AsyncParsableCommand {
         for url in peers {
             var c = ReplicatorConfiguration(database: db, target: url)
             c.continuous = true
+            c.heartbeat = heartbeat
+            c.maxAttemptWaitTime = retryMaxWait
             c.tls = clientTLS.configuration
             if let (plain, auth) = Sync.splitCredentials(url) {
                 c.target = plain

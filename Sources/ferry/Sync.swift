@@ -17,11 +17,19 @@ struct Sync: AsyncParsableCommand {
     @Option(help: "HTTP Basic user name for the peer.") var user: String?
     @Option(help: "The password for --user.") var password: String?
     @Flag(help: "Forget the checkpoint and compare everything again.") var resetCheckpoint = false
+    @Option(help: ArgumentHelp("Connection attempts before giving up (0 = no limit; default 10, continuous: no limit).",
+                               valueName: "n"))
+    var maxAttempts: Int?
+    @Option(help: ArgumentHelp("Give up once the peer has been unreachable this many seconds in a row (0 = never; default 60, continuous: never).",
+                               valueName: "seconds"))
+    var timeout: Double?
     @OptionGroup(title: "TLS (wss:// peers)") var tls: ClientTLSOptions
 
     func validate() throws {
         if push && pull { throw ValidationError("--push and --pull exclude each other (the default does both)") }
         if (user == nil) != (password == nil) { throw ValidationError("--user and --password go together") }
+        if let maxAttempts, maxAttempts < 0 { throw ValidationError("--max-attempts must be 0 (no limit) or positive") }
+        if let timeout, timeout < 0 { throw ValidationError("--timeout must be 0 (never) or positive") }
     }
 
     /// Splits `ws://user:password@host/...` into the URL without credentials and a Basic authenticator.
@@ -40,6 +48,9 @@ struct Sync: AsyncParsableCommand {
         c.type = push ? .push : pull ? .pull : .pushAndPull
         c.continuous = continuous
         c.resetCheckpoint = resetCheckpoint
+        // One-shot: a minute of an unreachable peer is enough (the backoff alone would retry for ~8).
+        c.maxAttempts = maxAttempts.map { $0 == 0 ? .max : $0 } ?? 0
+        c.maxOfflineTime = timeout ?? (continuous ? 0 : 60)
         c.tls = tls.configuration
         if let (plain, auth) = Self.splitCredentials(url) { c.target = plain; c.authenticator = auth }
         if let user, let password { c.authenticator = .basic(user: user, password: password) }

@@ -82,6 +82,29 @@ import Testing
         await listener.close()
     }
 
+    @Test func keepAliveDropsAPeerThatStoppedReading() async throws {
+        // The peer answers the handshake, then neither reads nor answers: what we send piles up
+        // in both sockets' buffers and our queue. The missed pong must still end the connection
+        // (a close that waited to flush the queue first would wait forever).
+        let group = try EventLoopGroup(loopCount: 1)
+        defer { group.shutdown() }
+        let listener = try await TCPListener.bind(host: "127.0.0.1", port: 0, group: group) { tcp in
+            let silent = SilentUpgradePeer()
+            silent.stopReadingAfterUpgrade = true
+            tcp.start(handler: silent)
+        }
+        var config = WebSocketConfiguration()
+        config.pingInterval = 0.05
+        config.pingTimeout = 0.3
+        config.writeHighWaterMark = 64 << 20
+        let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(listener.boundAddress.port)/", configuration: config, group: group)
+        // 32 MiB queued: far more than the two kernel buffers hold.
+        for _ in 0..<32 { try await ws.send(binary: [UInt8](repeating: 7, count: 1 << 20)) }
+        let info = await ws.closed()
+        #expect(info.error == .timedOut)
+        await listener.close()
+    }
+
     /// Shutting a loop down fails its connections with a typed error instead of hanging them.
     @Test func loopShutdownFailsOpenConnections() async throws {
         let serverGroup = try EventLoopGroup(loopCount: 1)
@@ -125,11 +148,14 @@ import Testing
 final class SilentUpgradePeer: ConnectionHandler {
     var parser = HTTPHeadParser()
     var upgraded = false
+    /// Stop reading from the socket once upgraded (a peer whose process froze).
+    var stopReadingAfterUpgrade = false
     func connectionRead(_ tcp: TCPConnection, _ bytes: UnsafeMutableRawBufferPointer) {
         guard !upgraded, let (head, _) = try? parser.feed(UnsafeRawBufferPointer(bytes)),
               let req = try? HTTPHeadParser.parseRequest(head), let offer = try? ServerHandshake.validate(req) else { return }
         upgraded = true
         tcp.write(ServerHandshake.acceptResponse(acceptValue: offer.acceptValue, subprotocol: nil))
+        if stopReadingAfterUpgrade { tcp.pauseReading() }
     }
     func connectionWritabilityChanged(_ connection: TCPConnection, writable: Bool) {}
     func connectionInputClosed(_ connection: TCPConnection) {}
