@@ -405,15 +405,16 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
         failPending(err)
         openWaiter?(.failure(err))
         openWaiter = nil
-        let waiters = closeWaiters
-        closeWaiters = []
-        for w in waiters { w.resume(returning: state.clean ? nil : err) }
         ws = nil
         // Handlers capture their owners (a puller, a passive peer), which hold this connection:
-        // dropped here, a closed connection and its owners are freed together.
+        // dropped here, before anyone waiting for the close hears of it, a closed connection
+        // and its owners are freed together.
         handlers = [:]
         defaultHandler = nil
         lastRoute = nil
         streamingHandlers = [:]
+        let waiters = closeWaiters
+        closeWaiters = []
+        for w in waiters { w.resume(returning: state.clean ? nil : err) }
     }
 }

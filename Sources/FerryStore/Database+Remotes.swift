@@ -38,6 +38,21 @@ extension Database {
         }
     }
 
+    /// Forgets which revisions `remote` has (a peer that was wiped or restored from an older
+    /// backup at the same address no longer has them): the address gets a new, empty remote
+    /// entry, so pushers propose everything again without a remote parent. O(1): the old
+    /// entry's pins stay in the trees under its old number, which no address names any more.
+    public func forgetRemote(_ remote: String) throws(StoreError) {
+        try inBatch { (b) throws(StoreError) in
+            let u = try b.txn.conn.prepare("""
+                UPDATE remotes SET address = address || '#forgotten-' || remote_key || '-' || hex(randomblob(4))
+                WHERE address = ?
+                """)
+            u.bind(1, remote)
+            try u.run()
+        }
+    }
+
     /// How many documents this file has seen purged, ever (kept by a trigger in the file, so
     /// other processes' purges count too): equal readings mean no purge happened between them.
     public func purgeCount() throws(StoreError) -> Int64 {

@@ -390,9 +390,16 @@ final class WriteTransaction {
         if let prev = previous, tree.isLeaf(prev.revisionID), !tree.isAncestor(prev.revisionID, of: rev),
            !(prev.isDeleted && r.isDeleted) {
             conflictedWith = prev.revisionID
-            // A passive peer never stores a conflict from the wire (reference §4.7 rule 1); a
-            // new branch beside a tombstone is a re-creation, not a conflict (§3.6 table).
-            if !allowConflicts && !prev.isDeleted { throw .conflict(documentID: r.documentID) }
+            // A passive peer never stores a conflict from the wire (reference §4.7 rule 1). A
+            // branch beside a tombstone is a re-creation, not a conflict (§3.6 table), only when
+            // its history shares nothing with this tree: one that forks from a revision here is
+            // an edit made while this copy deleted the document — stored, its live leaf would
+            // win over the deletion here while every other peer lets the deletion win.
+            if !allowConflicts {
+                let forked: Bool
+                if case .inserted(let ancestor?) = result { forked = ancestor != prev.revisionID } else { forked = false }
+                if !prev.isDeleted || forked { throw .conflict(documentID: r.documentID) }
+            }
         }
         var resolved = false
         if let local = conflictedWith, let resolver {

@@ -10,15 +10,21 @@ import Synchronization
 ///
 /// `local` is the highest local sequence whose changes were all pushed (or judged); `remote`
 /// is the peer's sequence up to which everything pulled is stored. The local copy is written
-/// in the same transaction as the pulled revisions it covers, so it is never ahead of the data;
-/// the peer's copy only tells us whether the peer still knows us (a peer whose database was
-/// replaced has no checkpoint, and the replication starts over).
+/// in the same transaction as the pulled revisions it covers, so it is never ahead of the data.
+///
+/// The peer's copy tells whether the peer still has what we gave it. A second local document
+/// keeps the revision of the peer's copy we last saved (`peerRev`): a peer with no copy (new, or its
+/// database was deleted) or with another revision of it (restored from an older backup) has
+/// lost state, and the replication starts from what the peer's copy says (nothing, for a
+/// missing one) and forgets which revisions it had acknowledged (`Database.forgetRemote`) —
+/// otherwise the pusher would never offer those again (LiteCore resets on such a mismatch too).
 final class Checkpointer: Sendable {
     /// The checkpoint's body.
     struct Value: Sendable, Equatable {
         var local: Int64 = 0
         var remote: JSONValue = .null
 
+        /// What the peer keeps.
         var json: [String: JSONValue] { ["local": .int(local), "remote": remote] }
 
         init() {}
@@ -28,10 +34,28 @@ final class Checkpointer: Sendable {
         }
     }
 
+    /// How a session starts, and why.
+    enum Start: Equatable {
+        /// From the local checkpoint: the peer's copy is the one we saved last.
+        case resumed
+        /// From scratch: asked for (`resetCheckpoint`), or the peer has no copy (new to us, or
+        /// its database was replaced); acknowledged revisions forgotten.
+        case fromScratch
+        /// From the peer's older copy: it is not the one we saved last (restored from a
+        /// backup); acknowledged revisions forgotten.
+        case fromPeersCopy
+    }
+
     /// The checkpoint ID (`client` on the wire).
     let id: String
     let database: Database
-    private let state = Mutex<(value: Value, remoteRev: String?, savedToPeer: Value?)>((Value(), nil, nil))
+    /// `value` holds only committed progress; `pulling` is pulled progress written by a
+    /// transaction not known to have committed yet (see `recordPulled`).
+    private let state = Mutex<(value: Value, remoteRev: String?, savedToPeer: Value?, pulling: JSONValue?)>((Value(), nil, nil, nil))
+    /// The remote-revision bookkeeping's name for the peer (its URL).
+    let remote: String
+    /// How the last `start` began.
+    private let lastStart = Mutex<Start?>(nil)
     /// When pushed progress was last written, and whether some is not written yet.
     private let pushSaves = Mutex<(last: ContinuousClock.Instant?, dirty: Bool)>((nil, false))
     /// The shortest time between two saves of pushed progress while a push is under way.
@@ -49,7 +73,15 @@ final class Checkpointer: Sendable {
         key += Array(CanonicalJSON.encode(.object(c.pushFilterParameters)))
         id = "cp-" + Data(Checkpointer.sha1(key)).base64EncodedString()
         database = c.database
+        remote = c.target
     }
+
+    /// How the last `start` began (nil before one).
+    var started: Start? { lastStart.withLock { $0 } }
+
+    /// Where the revision of the peer's copy we last saved is kept: apart from the value, so
+    /// its writes never race the pulled revisions' transactions that write the value.
+    var peerRevisionDocumentID: String { "checkpoint-peer/" + id }
 
     static func sha1(_ bytes: [UInt8]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: Int(SHA_DIGEST_LENGTH))
@@ -57,12 +89,15 @@ final class Checkpointer: Sendable {
         return out
     }
 
-    /// Reads both copies and decides where to start: the local copy, unless it is missing, a
-    /// reset was asked for, or the peer has no checkpoint for us (then from scratch).
+    /// Reads both copies and decides where to start (`Start`): the local copy, unless a reset
+    /// was asked for or the peer lost state (see the type's comment).
     func start(connection: BLIPConnection, reset: Bool) async throws(ReplicationError) -> Value {
         let local: Value
-        do { local = try database.localDocument(localDocumentID).map { Value($0.properties) } ?? Value() }
-        catch { throw .store(error) }
+        let lastPeerRev: String?
+        do {
+            local = try database.localDocument(localDocumentID).map { Value($0.properties) } ?? Value()
+            lastPeerRev = try database.localDocument(peerRevisionDocumentID)?.properties["rev"]?.stringValue
+        } catch { throw .store(error) }
         var peer: (rev: String, value: Value)?
         do {
             let reply = try await connection.send(.request(profile: "getCheckpoint", properties: [("client", id)]))
@@ -75,15 +110,53 @@ final class Checkpointer: Sendable {
         } catch {
             throw ReplicationError(error)
         }
-        let start = (reset || peer == nil) ? Value() : local
-        state.withLock { $0 = (start, peer?.rev, peer?.value) }
+        let how: Start
+        let start: Value
+        if reset || peer == nil {
+            (how, start) = (.fromScratch, Value())
+        } else if let peer, let lastPeerRev, Self.isOlder(peer.rev, than: lastPeerRev) {
+            (how, start) = (.fromPeersCopy, peer.value)
+        } else {
+            (how, start) = (.resumed, local)
+        }
+        if how != .resumed {
+            do { try database.forgetRemote(remote) } catch { throw .store(error) }
+        }
+        state.withLock { $0 = (start, peer?.rev, peer?.value, nil) }
+        lastStart.withLock { $0 = how }
         return start
     }
 
+    /// Whether the peer's copy at revision `rev` is older than the one we last saved (`known`).
+    /// Local-document revisions are `0-N`, N counting the copy's saves: a smaller N is a copy
+    /// from before (a restored backup); a larger one is a save whose answer we never got (the
+    /// connection broke first), which is fine. Revisions of another shape only compare equal.
+    static func isOlder(_ rev: String, than known: String) -> Bool {
+        func saves(_ r: String) -> Int? { r.split(separator: "-", maxSplits: 1).last.flatMap { Int($0) } }
+        guard let n = saves(rev), let k = saves(known) else { return rev != known }
+        return n < k
+    }
+
     /// Records pulled progress; `batch` is the transaction that stored the revisions it covers.
+    /// The progress counts (for the peer's copy, and other writes of the local one) only once
+    /// `pulledCommitted()` says that transaction committed: a copy written before could claim
+    /// revisions a failed commit never stored.
     func recordPulled(upTo remote: JSONValue, in batch: Batch) throws(StoreError) {
-        let v = state.withLock { s -> Value in s.value.remote = remote; return s.value }
+        let v = state.withLock { s -> Value in
+            s.pulling = remote
+            var v = s.value
+            v.remote = remote
+            return v
+        }
         try batch.putLocalDocument(localDocumentID, properties: v.json)
+    }
+
+    /// The transaction of the last `recordPulled` committed.
+    func pulledCommitted() {
+        state.withLock { s in
+            if let p = s.pulling { s.value.remote = p }
+            s.pulling = nil
+        }
     }
 
     /// Records pushed progress: in memory at once, in the local document (returning true: the
@@ -129,7 +202,11 @@ final class Checkpointer: Sendable {
                 do throws(BLIPError) {
                     let reply = try await connection.send(.request(profile: "setCheckpoint", properties: props,
                                                                    body: CanonicalJSON.encode(.object(value.json))))
-                    state.withLock { $0.remoteRev = reply.properties["rev"]; $0.savedToPeer = value }
+                    let rev = reply.properties["rev"]
+                    state.withLock { $0.remoteRev = rev; $0.savedToPeer = value }
+                    // Remembered, so the next start can tell this copy from an older one a
+                    // restored peer would show.
+                    if let rev { try? database.putLocalDocument(peerRevisionDocumentID, properties: ["rev": .string(rev)]) }
                     return
                 } catch {
                     guard case .errorResponse(_, let code, _) = error, code == 409 || code == 404 else { return }

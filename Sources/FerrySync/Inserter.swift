@@ -23,12 +23,15 @@ final class Inserter: Sendable {
     /// Runs inside each batch's transaction after the inserts (e.g. to write a checkpoint
     /// covering exactly what committed), given the items and their results.
     typealias AfterInsert = @Sendable (Batch, [Item], [Result<InsertOutcome, StoreError>]) throws(StoreError) -> Void
+    /// Runs after each transaction that committed, before its items' completions.
+    typealias AfterCommit = @Sendable () -> Void
 
     let database: Database
     let remote: String?
     let resolver: ConflictResolver?
     let allowConflicts: Bool
     let afterInsert: AfterInsert?
+    let afterCommit: AfterCommit?
     fileprivate struct Queue {
         var items: [Item] = []
         var waiter: CheckedContinuation<Void, Never>?
@@ -43,6 +46,8 @@ final class Inserter: Sendable {
         var lingerBatch = 64
         /// The most revisions one transaction takes.
         var maxBatch: Int
+        /// A transaction was asked for even if nothing is queued (`requestCommit`).
+        var commitRequested = false
     }
     private let queue: Mutex<Queue>
     static let lingerTime: Duration = .milliseconds(2)
@@ -54,12 +59,13 @@ final class Inserter: Sendable {
     private let worker = Mutex<Task<Void, Never>?>(nil)
 
     init(database: Database, remote: String?, resolver: ConflictResolver?, allowConflicts: Bool,
-         maxBatch: Int = 200, afterInsert: AfterInsert? = nil) {
+         maxBatch: Int = 200, afterInsert: AfterInsert? = nil, afterCommit: AfterCommit? = nil) {
         self.database = database
         self.remote = remote
         self.resolver = resolver
         self.allowConflicts = allowConflicts
         self.afterInsert = afterInsert
+        self.afterCommit = afterCommit
         queue = Mutex(Queue(maxBatch: max(1, maxBatch)))
         // The worker holds the inserter until `close()`; every owner closes it.
         let task = Task { await self.run() }
@@ -82,6 +88,16 @@ final class Inserter: Sendable {
     func expect(_ n: Int) {
         let waiter = queue.withLock { q -> CheckedContinuation<Void, Never>? in
             q.expected = max(0, q.expected + n)
+            return q.takeWaiterIfReady()
+        }
+        waiter?.resume()
+    }
+
+    /// Asks for a transaction even when no revision is queued, so `afterInsert` runs (a puller
+    /// whose listed changes were all known saves its checkpoint past them).
+    func requestCommit() {
+        let waiter = queue.withLock { q -> CheckedContinuation<Void, Never>? in
+            q.commitRequested = true
             return q.takeWaiterIfReady()
         }
         waiter?.resume()
@@ -115,8 +131,8 @@ final class Inserter: Sendable {
             if let batch = queue.withLock({ $0.wantsToLinger ? $0.lingerBatch : nil }) {
                 await waitForWork(threshold: batch, timeout: Self.lingerTime)
             }
-            guard let items = takeNow() else { return }
-            if !items.isEmpty { insert(items) }
+            guard let (items, commit) = takeNow() else { return }
+            if !items.isEmpty || commit { insert(items) }
         }
     }
 
@@ -148,14 +164,18 @@ final class Inserter: Sendable {
         }
     }
 
-    private func takeNow() -> [Item]? {
-        queue.withLock { q -> [Item]? in
+    /// The next batch and whether a transaction was asked for; nil once closed and empty.
+    private func takeNow() -> (items: [Item], commit: Bool)? {
+        queue.withLock { q -> ([Item], Bool)? in
+            // Every transaction runs `afterInsert`, so any batch answers a request.
+            let commit = q.commitRequested
+            q.commitRequested = false
             if !q.items.isEmpty {
                 let n = min(q.items.count, q.maxBatch)
                 defer { q.items.removeFirst(n) }
-                return Array(q.items.prefix(n))
+                return (Array(q.items.prefix(n)), commit)
             }
-            return q.closed ? nil : []
+            return q.closed && !commit ? nil : ([], commit)
         }
     }
 
@@ -187,6 +207,7 @@ final class Inserter: Sendable {
             for item in items { item.completion(.failure(error)) }
             return
         }
+        afterCommit?()
         for (item, result) in zip(items, results) { item.completion(result) }
     }
 }
@@ -194,7 +215,7 @@ final class Inserter: Sendable {
 extension Inserter.Queue {
     /// Whether the waiter may run: enough items, or no reason to wait for more.
     var isReady: Bool {
-        closed || (!items.isEmpty && (items.count >= threshold || expected == 0))
+        closed || commitRequested || (!items.isEmpty && (items.count >= threshold || expected == 0))
     }
 
     /// Whether a batch of what is queued now should wait for the revisions still expected.

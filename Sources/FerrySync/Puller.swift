@@ -18,6 +18,12 @@ final class Puller: Sendable {
             /// Set once a transaction failed as a whole: the tracker may count its revisions
             /// done, so no later transaction of this session may save the checkpoint.
             var storeFailed = false
+            /// The checkpoint last written (by a transaction that may still be committing).
+            var recorded: JSONValue?
+
+            /// Whether the tracker has passed the checkpoint last written: only known or given-up
+            /// changes were listed since, and no revision's transaction will save it.
+            var checkpointBehind: Bool { !storeFailed && tracker.checkpoint != nil && tracker.checkpoint != recorded }
             var waiters: [(continuous: Bool, continuation: CheckedContinuation<ReplicationError?, Never>)] = []
 
             mutating func releaseAll() -> [CheckedContinuation<ReplicationError?, Never>] {
@@ -78,18 +84,19 @@ final class Puller: Sendable {
         // The default rule resolves in the insert's own transaction; a custom resolver runs
         // after the commit (it may throw, and the conflict must then stay).
         let inTransaction: ConflictResolver? = resolver?.resolve == nil ? .default : nil
-        let inserter = Inserter(database: database, remote: remote, resolver: inTransaction, allowConflicts: true) {
-            (batch, items, _) throws(StoreError) in
-            let advanced = state.value.withLock { s -> JSONValue?? in
-                guard !s.storeFailed else { return .none }
-                let before = s.tracker.checkpoint
+        let inserter = Inserter(database: database, remote: remote, resolver: inTransaction, allowConflicts: true,
+                                afterInsert: { (batch, items, _) throws(StoreError) in
+            let advanced = state.value.withLock { s -> JSONValue? in
+                guard !s.storeFailed else { return nil }
                 for item in items {
                     s.tracker.complete(documentID: item.revision.documentID, revisionID: item.revision.history.first ?? "")
                 }
-                return s.tracker.checkpoint != before ? .some(s.tracker.checkpoint) : .none
+                guard s.checkpointBehind, let cp = s.tracker.checkpoint else { return nil }
+                s.recorded = cp
+                return cp
             }
-            if case .some(.some(let cp)) = advanced { try checkpointer.recordPulled(upTo: cp, in: batch) }
-        }
+            if let advanced { try checkpointer.recordPulled(upTo: advanced, in: batch) }
+        }, afterCommit: { checkpointer.pulledCommitted() })
         self.inserter = inserter
         let (stream, continuation) = AsyncStream<BLIPIncomingRequest>.makeStream()
         changesQueue = continuation
@@ -182,10 +189,12 @@ final class Puller: Sendable {
         }
         if entries.isEmpty {
             if !request.message.isNoReply { request.respond() }
-            let (waiters, idle) = state.value.withLock { s in
+            let (waiters, idle, behind) = state.value.withLock { s in
                 s.caughtUp = true
-                return (s.releasable(), s.tracker.isEmpty)
+                return (s.releasable(), s.tracker.isEmpty, s.checkpointBehind)
             }
+            // Listed changes that were all known (or given up on) still move the checkpoint.
+            if behind { inserter.requestCommit() }
             if idle { reporter.caughtUp(.pull) }
             for w in waiters { w.resume(returning: nil) }
             return
@@ -199,15 +208,19 @@ final class Puller: Sendable {
         var skipped = 0
         // Changes after the caught-up marker (a continuous feed) keep `caughtUp`: the session is
         // idle again as soon as what they asked for is stored, which may be at once.
-        let idle = state.value.withLock { s in
+        let (idle, behind) = state.value.withLock { s in
             for (e, a) in zip(entries, answers) {
                 let wanted: Bool
                 if case .send = a { wanted = true } else { wanted = false }
                 if !wanted { skipped += 1 }
                 s.tracker.add(documentID: e.documentID, revisionID: e.revisionID, sequence: e.sequence, done: !wanted)
             }
-            return s.caughtUp && s.tracker.isEmpty
+            return (s.caughtUp && s.tracker.isEmpty, skipped == entries.count && s.checkpointBehind)
         }
+        // A batch of changes we already have (a peer listing back what we pushed it, as Sync
+        // Gateway does) brings no revision whose transaction would save the checkpoint: ask for
+        // one, so the next session does not list them again (LiteCore does the same).
+        if behind { inserter.requestCommit() }
         reporter.caughtUp(.pull, idle)
         reporter.completed(skipped)
         pending.requested(entries.count - skipped)
@@ -296,7 +309,11 @@ final class Puller: Sendable {
         }
         reporter.event(DocumentEvent(direction: .pull, documentID: documentID, revisionID: revisionID,
                                      isDeleted: isDeleted, kind: .failed(error)))
-        state.value.withLock { _ = $0.tracker.complete(documentID: documentID, revisionID: revisionID ?? "") }
+        let behind = state.value.withLock { s in
+            s.tracker.complete(documentID: documentID, revisionID: revisionID ?? "")
+            return s.checkpointBehind
+        }
+        if behind { inserter.requestCommit() }
         reporter.completed(1)
         finishIfCaughtUp()
     }

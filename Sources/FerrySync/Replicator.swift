@@ -284,6 +284,13 @@ public final class Replicator: Sendable {
         }
     }
 
+    /// Writes pushed progress still only in memory.
+    private func flushPushedCheckpoint() {
+        do { try checkpointer.flushPushed() } catch {
+            logger.warning("could not save the push checkpoint", metadata: ["error": "\(error)"])
+        }
+    }
+
     /// The push filter with its parameters bound, as the pusher's selector takes it.
     private var pushAccept: (@Sendable (Document, DocumentFlags) -> Bool)? {
         guard let f = configuration.pushFilter else { return nil }
@@ -368,15 +375,19 @@ public final class Replicator: Sendable {
                 remaining -= 1
                 if remaining == 0 { break }
             }
+            if case .success = outcome {
+                // The peer's copy is brought up to date while the connection is still open
+                // (cancelling the group closes it): a copy left behind would look, on the next
+                // start, like one from a backup.
+                self.flushPushedCheckpoint()
+                await checkpointer.saveToPeer(connection: conn)
+            }
             group.cancelAll()
             return outcome
         }
         // Pushed progress still only in memory is written, whatever ended the session: the
         // batches it covers completed.
-        do { try checkpointer.flushPushed() } catch {
-            logger.warning("could not save the push checkpoint", metadata: ["error": "\(error)"])
-        }
-        if case .success = result { await checkpointer.saveToPeer(connection: conn) }
+        flushPushedCheckpoint()
         await puller?.close()
         await conn.close()
         if Task.isCancelled { throw .stopped }

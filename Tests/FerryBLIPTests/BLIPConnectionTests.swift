@@ -66,6 +66,32 @@ import Testing
         await server.close()
     }
 
+    /// Handlers usually capture their owner, which holds the connection: a closed connection
+    /// drops them (no cycle outlives it), and a handler registered after the close is not kept.
+    @Test func aClosedConnectionReleasesItsHandlers() async throws {
+        final class Owner: Sendable {}
+        let group = try EventLoopGroup(loopCount: 1)
+        defer { group.shutdown() }
+        let server = try await Self.echoServer(group: group)
+        let client = try await BLIPConnection.connect(to: "ws://127.0.0.1:\(server.port)/blip", app: "FerryTest", group: group)
+        weak var weakOwner: Owner?
+        do {
+            let owner = Owner()
+            weakOwner = owner
+            client.register(profile: "a") { _ in _ = owner }
+            client.registerDefault { _ in _ = owner }
+            client.register(profile: "s", streaming: { _, _ in _ = owner })
+        }
+        _ = try await client.send(.request(profile: "echo"))   // the registrations ran on the loop
+        #expect(weakOwner != nil)
+        await client.close()
+        #expect(weakOwner == nil)
+        client.register(profile: "late") { _ in }
+        await withCheckedContinuation { c in client.loop.execute { c.resume() } }
+        #expect(client.handlers.isEmpty)
+        await server.close()
+    }
+
     @Test func unknownProfileGets404AndErrorsAreTyped() async throws {
         let group = try EventLoopGroup(loopCount: 1)
         defer { group.shutdown() }

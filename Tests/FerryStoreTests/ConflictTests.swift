@@ -21,6 +21,30 @@ import Testing
         }
     }
 
+    /// A passive peer (no conflicts from the wire) that deleted a document refuses an edit of
+    /// it made elsewhere meanwhile — stored, the edit's live leaf would be current here while
+    /// every other peer lets the deletion win — but takes an unrelated re-creation.
+    @Test func aPassivePeerRefusesAnEditForkingBesideItsDeletion() throws {
+        let (a, b, dirs) = try twoPeers()
+        _ = dirs
+        guard let docB = try b.document("doc") else { throw StoreError.notFound }
+        try b.delete(docB)
+        try edit(a, ["v": "edited meanwhile"])
+        let tree = try #require(try a.revisionTree(of: "doc"))
+        let current = try #require(tree.current?.revisionID)
+        let body = try #require(try a.documentJSON("doc")?.body)
+        let edit = ReplicatedRevision(documentID: "doc", history: tree.history(of: current).map(\.description), body: body)
+        #expect(throws: StoreError.conflict(documentID: "doc")) {
+            try b.insert(edit, resolver: nil, allowConflicts: false)
+        }
+        #expect(try b.document("doc") == nil)
+
+        let recreated = ReplicatedRevision(documentID: "doc", history: ["1-" + String(repeating: "ab", count: 20)], body: json(#"{"v":"new"}"#))
+        let outcome = try b.insert(recreated, resolver: nil, allowConflicts: false)
+        #expect(outcome.status == .inserted)
+        #expect(try b.document("doc")?.properties == ["v": "new"])
+    }
+
     @Test func deletionBeatsUpdateInBothDirections() throws {
         let (a, b, dirs) = try twoPeers()
         _ = dirs

@@ -62,6 +62,46 @@ struct ResilienceTests {
         await molly.stop(); naomi.db.close()
     }
 
+    /// A long-lived peer reconnects thousands of times: a stopped replicator, its workers and
+    /// both ends of its connection must be freed, not kept alive by each other.
+    @Test func aStoppedReplicatorIsReleased() async throws {
+        let molly = try await Peer.make("molly")
+        let naomi = try await Peer.make("naomi", serving: true)
+        try molly.put("a", ["v": 1])
+        weak var weakReplicator: Replicator?
+        do {
+            var c = ReplicatorConfiguration(database: molly.db, target: naomi.url)
+            c.continuous = true
+            let r = Replicator(configuration: c)
+            weakReplicator = r
+            let statuses = r.statusChanges()
+            r.start()
+            for await s in statuses where s.activity == .idle { break }
+            #expect(naomi.listener?.connectionCount == 1)
+            await r.stop()
+        }
+        #expect(weakReplicator == nil)
+        await naomi.stop(); await molly.stop()
+    }
+
+    /// A one-shot sync gives up on a peer that stays unreachable once `maxOfflineTime` has
+    /// passed, however many attempts are left, and says so.
+    @Test func anUnreachablePeerIsGivenUpAfterMaxOfflineTime() async throws {
+        let molly = try await Peer.make("molly")
+        var c = ReplicatorConfiguration(database: molly.db, target: "ws://127.0.0.1:1/nobody")
+        c.maxAttempts = 1000
+        c.maxAttemptWaitTime = 0.2
+        c.maxOfflineTime = 1
+        let r = Replicator(configuration: c)
+        await #expect(throws: ReplicationError.self) { try await r.run() }
+        guard case .connection(let why)? = r.status.lastError else {
+            Issue.record("expected a connection error, got \(String(describing: r.status.lastError))")
+            return
+        }
+        #expect(why.hasPrefix("gave up after "), "\(why)")
+        await molly.stop()
+    }
+
     @Test func unreachablePeerGivesUpAfterMaxAttempts() async throws {
         let molly = try await Peer.make("molly")
         var c = ReplicatorConfiguration(database: molly.db, target: "ws://127.0.0.1:1/nobody")

@@ -98,9 +98,13 @@ import Testing
         config.pingTimeout = 0.3
         config.writeHighWaterMark = 64 << 20
         let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(listener.boundAddress.port)/", configuration: config, group: group)
-        // 32 MiB queued: far more than the two kernel buffers hold.
-        for _ in 0..<32 { try await ws.send(binary: [UInt8](repeating: 7, count: 1 << 20)) }
+        // 16 MiB queued: far more than the two kernel buffers hold. The sends fail once the
+        // connection is dropped.
+        let writer = Task {
+            for _ in 0..<16 { try await ws.send(binary: [UInt8](repeating: 7, count: 1 << 20)) }
+        }
         let info = await ws.closed()
+        _ = await writer.result
         #expect(info.error == .timedOut)
         await listener.close()
     }
