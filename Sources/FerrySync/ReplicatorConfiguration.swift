@@ -61,8 +61,9 @@ public struct ReplicatorConfiguration: Sendable {
     public var maxAttempts = 0
     /// The longest wait between attempts, in seconds (backoff doubles from 1 s up to this).
     public var maxAttemptWaitTime: Double = 300
-    /// Give up once the peer has been unreachable for this many seconds in a row, however many
-    /// attempts are left (0 = no limit, the default): a one-shot sync that should fail fast.
+    /// Give up rather than retry past this many seconds of the peer being unreachable in a row,
+    /// however many attempts are left (0 = no limit, the default): a one-shot sync that should
+    /// fail fast.
     public var maxOfflineTime: Double = 0
     /// Documents per `changes`/`proposeChanges` message (and per checkpoint step).
     public var batchSize = ReplicatorConfiguration.defaultBatchSize

@@ -20,9 +20,12 @@ struct Sync: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Connection attempts before giving up (0 = no limit; default 10, continuous: no limit).",
                                valueName: "n"))
     var maxAttempts: Int?
-    @Option(help: ArgumentHelp("Give up once the peer has been unreachable this many seconds in a row (0 = never; default 60, continuous: never).",
+    @Option(help: ArgumentHelp("Give up rather than retry past this many seconds of the peer being unreachable (0 = never; default 60, continuous: never).",
                                valueName: "seconds"))
     var timeout: Double?
+    @Option(help: ArgumentHelp("The longest wait between attempts to reach the peer (the wait doubles from 1 s up to this).",
+                               valueName: "seconds"))
+    var retryMaxWait: Double = 300
     @OptionGroup(title: "TLS (wss:// peers)") var tls: ClientTLSOptions
 
     func validate() throws {
@@ -30,6 +33,7 @@ struct Sync: AsyncParsableCommand {
         if (user == nil) != (password == nil) { throw ValidationError("--user and --password go together") }
         if let maxAttempts, maxAttempts < 0 { throw ValidationError("--max-attempts must be 0 (no limit) or positive") }
         if let timeout, timeout < 0 { throw ValidationError("--timeout must be 0 (never) or positive") }
+        if retryMaxWait <= 0 { throw ValidationError("--retry-max-wait must be positive") }
     }
 
     /// Splits `ws://user:password@host/...` into the URL without credentials and a Basic authenticator.
@@ -51,6 +55,7 @@ struct Sync: AsyncParsableCommand {
         // One-shot: a minute of an unreachable peer is enough (the backoff alone would retry for ~8).
         c.maxAttempts = maxAttempts.map { $0 == 0 ? .max : $0 } ?? 0
         c.maxOfflineTime = timeout ?? (continuous ? 0 : 60)
+        c.maxAttemptWaitTime = retryMaxWait
         c.tls = tls.configuration
         if let (plain, auth) = Self.splitCredentials(url) { c.target = plain; c.authenticator = auth }
         if let user, let password { c.authenticator = .basic(user: user, password: password) }

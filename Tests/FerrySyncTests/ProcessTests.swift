@@ -131,6 +131,52 @@ struct ProcessTests {
         await naomi.stop()
     }
 
+    /// A pushes 1,000 documents to B; B's database is deleted and B restarted empty at the
+    /// same URL: the next `ferry sync` from A restores all of them, with or without a reset.
+    @Test(arguments: [false, true])
+    func aWipedPeerIsRestoredByTheNextSync(reset: Bool) async throws {
+        let dir = TempDir()
+        let a = try Database.open(at: dir.path("a.db"))
+        try saveNumberedDocuments(1000, into: a)
+        a.close()
+        let (first, url) = try await startServe(["--db", dir.path("b.db"), "--port", "0"])
+        defer { if first.isRunning { kill(first.processIdentifier, SIGKILL) } }
+        #expect(try await runFerry(["sync", url, "--db", dir.path("a.db")]).status == 0)
+        #expect(try await runFerry(["ls", "--db", dir.path("b.db")]).output.split(separator: "\n").count == 1000)
+        kill(first.processIdentifier, SIGKILL)
+        await offPool { first.waitUntilExit() }
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: dir.path("b.db") + suffix) }
+        let port = try #require(url.split(separator: ":").last?.split(separator: "/").first.map(String.init))
+        let (wiped, _) = try await startServe(["--db", dir.path("b.db"), "--port", port])
+        defer { if wiped.isRunning { kill(wiped.processIdentifier, SIGKILL) } }
+        let sync = try await runFerry(["sync", url, "--db", dir.path("a.db")] + (reset ? ["--reset-checkpoint"] : []))
+        #expect(sync.status == 0)
+        #expect(try await runFerry(["ls", "--db", dir.path("b.db")]).output.split(separator: "\n").count == 1000)
+        wiped.interrupt()
+        await offPool { wiped.waitUntilExit() }
+    }
+
+    /// A one-shot `ferry sync` to a peer that stays unreachable gives up after `--timeout`
+    /// seconds (60 by default) with a message saying so, instead of retrying for minutes.
+    @Test func syncGivesUpOnAnUnreachablePeerAfterItsTimeout() async throws {
+        let dir = TempDir()
+        let p = Process()
+        p.executableURL = ferryExecutable
+        p.arguments = ["sync", "ws://127.0.0.1:1/nobody", "--db", dir.path("a.db"), "--timeout", "2"]
+        let err = Pipe()
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = err
+        let started = ContinuousClock.now
+        try p.run()
+        let handle = err.fileHandleForReading
+        let data = await offPool { handle.readDataToEndOfFile() }
+        await offPool { p.waitUntilExit() }
+        let message = String(decoding: data, as: UTF8.self)
+        #expect(p.terminationStatus == 1)
+        #expect(message.contains("replication failed: connection failed: gave up after"), "\(message)")
+        #expect(ContinuousClock.now - started < .seconds(30))
+    }
+
     @Test func serveMeshAndCommandLineEditsPropagate() async throws {
         let dir = TempDir()
         // Two `ferry serve` processes; B replicates continuously with A.
@@ -171,6 +217,21 @@ struct ProcessTests {
             #expect(p.terminationStatus == 0, "stops cleanly on SIGINT")
         }
     }
+}
+
+/// Starts `ferry serve` with `args`; returns the process, once it listens, and its peer URL.
+func startServe(_ args: [String]) async throws -> (Process, String) {
+    let p = Process()
+    let out = Pipe()
+    p.executableURL = ferryExecutable
+    p.arguments = ["serve"] + args
+    p.standardOutput = out
+    p.standardError = FileHandle.nullDevice
+    try p.run()
+    let handle = out.fileHandleForReading
+    let line = try #require(await offPool { readLine(from: handle) })
+    let url = try #require(line.split(separator: " ").first { $0.hasPrefix("ws://") }).replacingOccurrences(of: "/_blipsync", with: "")
+    return (p, url)
 }
 
 /// Reads one line from a pipe with read(2) (Foundation's buffered readers can hang on pipes).
