@@ -178,9 +178,19 @@ final class PassivePeer: Sendable {
         let pusher = Pusher(database: database, connection: connection, mode: .changes, continuous: continuous,
                             batchSize: batch, select: selector, reporter: reporter, logger: logger)
         let logger = self.logger
+        let connection = self.connection
         feed.withLock { $0 = Task {
-            do { try await pusher.run(since: since) } catch {
-                logger.info("pull feed ended", metadata: ["error": "\(error)"])
+            do throws(ReplicationError) { try await pusher.run(since: since) } catch {
+                if Task.isCancelled { return }
+                if case .connection = error {
+                    logger.info("pull feed ended", metadata: ["error": "\(error)"])
+                    return
+                }
+                // The client waits for what it asked for: a feed that cannot go on must not
+                // leave it waiting on an open connection (a silent stall). Closed, the client
+                // reconnects and resumes from its checkpoint.
+                logger.warning("pull feed failed; closing the connection", metadata: ["error": "\(error)"])
+                await connection.close()
             }
         } }
     }

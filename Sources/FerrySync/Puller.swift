@@ -202,7 +202,10 @@ final class Puller: Sendable {
         reporter.found(entries.count, direction: .pull)
         let answers: [ReplicationMessages.ChangeAnswer]
         do { answers = try RevFinder.answer(entries, database: database) } catch {
-            request.respondHTTPError(500, "\(error)")
+            // Unanswered, these changes would never be sent: the session ends (a transient
+            // store error is retried) and the next one lists them again.
+            request.respondHTTPError(error.wireStatus, error.wireMessage)
+            state.end(with: .store(error))
             return
         }
         var skipped = 0

@@ -3,6 +3,7 @@ import FerryNet
 import FerryStore
 import FerrySync
 import Foundation
+import Synchronization
 
 /// `ferry serve`: serves a database for push and pull, optionally replicating continuously
 /// with other peers (a mesh).
@@ -51,7 +52,7 @@ struct Serve: AsyncParsableCommand {
         print("ferry: serving \(database.db) at \(listener.url(for: dbName))/_blipsync\(user == nil ? "" : " (HTTP Basic authentication)")")
         fflush(nil)
 
-        var replicators: [Replicator] = []
+        var supervisors: [Task<Void, Never>] = []
         for url in peers {
             var c = ReplicatorConfiguration(database: db, target: url)
             c.continuous = true
@@ -62,17 +63,48 @@ struct Serve: AsyncParsableCommand {
                 c.target = plain
                 c.authenticator = auth
             }
-            let r = Replicator(configuration: c)
-            r.addStatusListener { s in
-                if s.activity == .offline, let e = s.lastError { warn("ferry: \(url) unreachable (\(e)); retrying") }
-            }
-            r.start()
-            replicators.append(r)
+            supervisors.append(Task { [c] in await Self.keepReplicating(c, name: Sync.redacted(url)) })
         }
         await waitForTerminationSignal()
-        for r in replicators { await r.stop() }
+        for s in supervisors { s.cancel() }
+        for s in supervisors { await s.value }
         await listener.stop()
         db.close()
         print("ferry: stopped")
+    }
+
+    /// How long a `--replicate` replication that stopped on an error waits before starting
+    /// again: a daemon keeps its links (the operator may fix a password or the peer a bug), but
+    /// does not hammer a peer that keeps refusing.
+    static let restartDelay = Duration.seconds(30)
+
+    /// Runs a continuous replication until cancelled: says when the peer becomes unreachable
+    /// and reachable again (once each, not at every retry), and starts it again after
+    /// `restartDelay` if it stops on an error that retrying does not cure (401, a protocol error).
+    static func keepReplicating(_ configuration: ReplicatorConfiguration, name: String) async {
+        while !Task.isCancelled {
+            let r = Replicator(configuration: configuration)
+            let offline = Mutex(false)
+            r.addStatusListener { s in
+                switch s.activity {
+                case .offline:
+                    let first = offline.withLock { o in defer { o = true }; return !o }
+                    if first { warn("ferry: \(name) unreachable (\(s.lastError.map { "\($0)" } ?? "?")); retrying") }
+                case .busy, .idle:
+                    if offline.withLock({ o in defer { o = false }; return o }) { warn("ferry: \(name) reachable again") }
+                default:
+                    break
+                }
+            }
+            r.start()
+            let error = await withTaskCancellationHandler {
+                await r.waitUntilStopped()
+            } onCancel: {
+                Task { await r.stop() }
+            }
+            if Task.isCancelled { await r.stop(); return }
+            warn("ferry: replication with \(name) stopped: \(error.map { "\($0)" } ?? "no error"); starting again in \(restartDelay)")
+            try? await Task.sleep(for: restartDelay)
+        }
     }
 }

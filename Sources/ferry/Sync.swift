@@ -36,6 +36,13 @@ struct Sync: AsyncParsableCommand {
         if retryMaxWait <= 0 { throw ValidationError("--retry-max-wait must be positive") }
     }
 
+    /// The URL with any password replaced by `***`, for messages.
+    static func redacted(_ url: String) -> String {
+        guard var c = URLComponents(string: url), c.password != nil else { return url }
+        c.password = "***"
+        return c.string ?? url
+    }
+
     /// Splits `ws://user:password@host/...` into the URL without credentials and a Basic authenticator.
     static func splitCredentials(_ url: String) -> (String, ReplicatorConfiguration.Authenticator)? {
         guard var c = URLComponents(string: url), let user = c.user, let password = c.password else { return nil }
