@@ -384,22 +384,12 @@ final class WriteTransaction {
             try validate(r.documentID, rev: rev, body: props, deleted: r.isDeleted, source: .replicated, current: previousDoc)
         }
 
-        // A conflict: the previous current revision is still a leaf and not an ancestor of the
-        // new one (two tombstones are no conflict: the document is deleted either way).
         var conflictedWith: RevisionID?
         if let prev = previous, tree.isLeaf(prev.revisionID), !tree.isAncestor(prev.revisionID, of: rev),
-           !(prev.isDeleted && r.isDeleted) {
+           Self.conflicts(prev: prev, incoming: rev, deleted: r.isDeleted, in: tree) {
             conflictedWith = prev.revisionID
-            // A passive peer never stores a conflict from the wire (reference §4.7 rule 1). A
-            // branch beside a tombstone is a re-creation, not a conflict (§3.6 table), only when
-            // its history shares nothing with this tree: one that forks from a revision here is
-            // an edit made while this copy deleted the document — stored, its live leaf would
-            // win over the deletion here while every other peer lets the deletion win.
-            if !allowConflicts {
-                let forked: Bool
-                if case .inserted(let ancestor?) = result { forked = ancestor != prev.revisionID } else { forked = false }
-                if !prev.isDeleted || forked { throw .conflict(documentID: r.documentID) }
-            }
+            // A passive peer never stores a conflict from the wire (reference §4.7 rule 1).
+            if !allowConflicts { throw .conflict(documentID: r.documentID) }
         }
         var resolved = false
         if let local = conflictedWith, let resolver {
@@ -455,8 +445,15 @@ final class WriteTransaction {
         case .remote:
             break
         case .local:
-            let body = try Self.properties(of: l.body ?? Self.emptyObject, documentID: documentID)
-            created = tree.addChild(of: remote, deleted: l.isDeleted, canonicalBody: CanonicalJSON.encode(body))
+            // The local body, continued from the remote leaf: its attachments' `revpos` counted
+            // generations of the local branch, which may be past this revision's; each is
+            // worked out again against the remote parent (kept if the parent has the same blob).
+            var props = try Self.properties(of: l.body ?? Self.emptyObject, documentID: documentID)
+            Self.forgetRevpos(&props)
+            var prepared = try prepareBody(props)
+            try prepareAttachments(&prepared, generation: remote.generation + 1,
+                                   previous: r.body.flatMap { try? JSONParser.parseObject($0) })
+            created = tree.addChild(of: remote, deleted: l.isDeleted, canonicalBody: prepared.canonical)
         case .merged(let props):
             var prepared = try prepareBody(props)
             try prepareAttachments(&prepared, generation: remote.generation + 1,
@@ -477,6 +474,34 @@ final class WriteTransaction {
             tree.purgeBranch(leaf: local, keeping: remote)
         }
         return created
+    }
+
+    /// Whether a new leaf `incoming` (already in `tree`) conflicts with the current revision
+    /// `prev`, which is a leaf and not its ancestor. Every peer must answer the same for the
+    /// same two branches, whichever it received first and whether it resolves (an active
+    /// puller) or refuses (a passive peer):
+    /// - two live leaves conflict (concurrent edits, or concurrent creations);
+    /// - two tombstones do not: the document is deleted either way;
+    /// - a tombstone and a live leaf conflict only if their branches share a revision (an edit
+    ///   racing a deletion: resolved, the deletion wins). Branches with no common revision are
+    ///   two lives of the document: a re-creation after a deletion (§3.6), or the old life's
+    ///   tombstone arriving late; the live one is current, and nothing is resolved.
+    static func conflicts(prev: RevisionTree.Node, incoming: RevisionID, deleted: Bool, in tree: RevisionTree) -> Bool {
+        if prev.isDeleted && deleted { return false }
+        if !prev.isDeleted && !deleted { return true }
+        let ancestry = Set(tree.history(of: prev.revisionID))
+        return tree.history(of: incoming).contains { ancestry.contains($0) }
+    }
+
+    /// Removes `revpos` from every `_attachments` entry (to be worked out again).
+    static func forgetRevpos(_ props: inout [String: JSONValue]) {
+        guard case .object(var members)? = props["_attachments"] else { return }
+        for (name, entry) in members {
+            guard case .object(var meta) = entry else { continue }
+            meta["revpos"] = nil
+            members[name] = .object(meta)
+        }
+        props["_attachments"] = .object(members)
     }
 
     /// Resolves every visible conflict of a document: repeatedly the current revision (local)

@@ -45,6 +45,60 @@ import Testing
         #expect(try b.document("doc")?.properties == ["v": "new"])
     }
 
+    /// Two lives of a document — deleted on one peer, created anew (unrelated history) on
+    /// another — are no conflict: whichever arrives first, and whether the receiver resolves
+    /// (active) or refuses conflicts (passive), the live one is current everywhere.
+    @Test(arguments: [true, false])
+    func aRecreationWithUnrelatedHistoryIsNoConflictEitherWay(passive: Bool) throws {
+        let (old, dOld) = try freshDatabase()
+        let (new, dNew) = try freshDatabase()
+        _ = (dOld, dNew)
+        let first = try old.save(Document(id: "doc", properties: ["life": 1]))
+        try old.delete(first)
+        try new.save(Document(id: "doc", properties: ["life": 2]))
+        let resolver: ConflictResolver? = passive ? nil : .default
+        func insertCurrent(from a: Database, to b: Database) throws -> InsertOutcome {
+            let tree = try #require(try a.revisionTree(of: "doc"))
+            let cur = try #require(tree.current)
+            return try b.insert(ReplicatedRevision(documentID: "doc", history: tree.history(of: cur.revisionID).map(\.description),
+                                                   body: cur.body ?? json("{}"), isDeleted: cur.isDeleted),
+                                resolver: resolver, allowConflicts: !passive)
+        }
+        let intoOld = try insertCurrent(from: new, to: old)
+        let intoNew = try insertCurrent(from: old, to: new)
+        #expect(intoOld.conflictedWith == nil && intoNew.conflictedWith == nil)
+        for db in [old, new] { #expect(try db.document("doc")?.properties == ["life": 2]) }
+        #expect(try old.revisionTree(of: "doc")?.current?.revisionID == new.revisionTree(of: "doc")?.current?.revisionID)
+    }
+
+    /// When the local side wins a conflict, its body continues the remote leaf: attachment
+    /// `revpos` values counted on the (longer) local branch are worked out again, so the result
+    /// is a revision a passive peer accepts.
+    @Test func aLocalWinKeepsAttachmentRevposWithinItsGeneration() throws {
+        let (a, b, dirs) = try twoPeers()
+        _ = dirs
+        for i in 0..<4 {
+            guard var d = try a.document("doc") else { throw StoreError.notFound }
+            d.properties = ["v": .int(Int64(i))]
+            d.setAttachment("f.bin", blob: try a.writeBlob(Array("blob \(i)".utf8)))
+            try a.save(d)
+        }
+        try edit(b, ["v": "b"])
+        // A pulls B's leaf (generation 2): A's longer branch (generation 5) wins, and its
+        // content continues B's leaf as generation 3 — which B then takes as a fast-forward.
+        let pulled = try pushCurrent("doc", from: b, to: a)
+        #expect(pulled.resolved)
+        let resolved = try #require(try a.revisionTree(of: "doc")?.current)
+        #expect(resolved.revisionID.generation == 3)
+        let body = try JSONParser.parseObject(try #require(resolved.body))
+        let revpos = body["_attachments"]?.objectValue?["f.bin"]?.objectValue?["revpos"]?.intValue
+        #expect(revpos == 3, "revpos \(String(describing: revpos))")
+        let tree = try #require(try a.revisionTree(of: "doc"))
+        let pushed = try b.insert(ReplicatedRevision(documentID: "doc", history: tree.history(of: resolved.revisionID).map(\.description),
+                                                     body: try #require(resolved.body)), resolver: nil, allowConflicts: false)
+        #expect(pushed.status == .inserted && pushed.conflictedWith == nil)
+    }
+
     @Test func deletionBeatsUpdateInBothDirections() throws {
         let (a, b, dirs) = try twoPeers()
         _ = dirs
