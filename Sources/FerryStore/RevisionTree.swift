@@ -4,8 +4,9 @@
 ///
 /// Promises (docs/store.md §3):
 /// - The current revision is a function of the tree alone: among leaves, live beats deleted,
-///   then the higher `RevisionID` (generation, then digest bytes). Every peer holding the same
-///   revisions computes the same current revision, whatever order they arrived in.
+///   deleted beats closed (a conflict's losing branch, `Node.isClosed`), then the higher
+///   `RevisionID` (generation, then digest bytes). Every peer holding the same revisions
+///   computes the same current revision, whatever order they arrived in.
 /// - The conflict set is the live leaves other than the current revision, highest first.
 /// - Bodies are kept for leaves and for each remote's latest revision only; a node that gets a
 ///   child loses its body (unless a remote pins it) and its deleted flag, which nothing reads.
@@ -25,7 +26,17 @@ public struct RevisionTree: Sendable, Equatable {
         /// depth): an inner revision whose children are gone, never a leaf — without this it
         /// would look like a second live branch, a conflict nobody made.
         public internal(set) var prunedBelow = false
+
+        /// Whether this is the tombstone that closed a conflict's losing branch (`closedBody`):
+        /// not a deletion of the document. A resolution that deleted the document and one that
+        /// closed a loser must never be the same revision: a peer that took the first for the
+        /// second would keep the document live while the others have it deleted.
+        public var isClosed: Bool { isDeleted && body == RevisionTree.closedBody }
     }
+
+    /// The body of the tombstone that closes a conflict's losing branch (its own digest, apart
+    /// from a deletion's `{}`).
+    public static let closedBody: [UInt8] = Array(#"{"ferry:closed":true}"#.utf8)
 
     /// All nodes by revision ID.
     public internal(set) var nodes: [RevisionID: Node] = [:]
@@ -64,21 +75,20 @@ public struct RevisionTree: Sendable, Equatable {
         return !nodes.values.contains { $0.parent == rev }
     }
 
-    /// The winner among `leaves`: live before deleted, then the higher revision ID.
+    /// The winner among `leaves`: live before deleted before closed, then the higher revision ID.
     static func winner(of leaves: [Node]) -> Node? {
+        func rank(_ n: Node) -> Int { n.isDeleted ? (n.isClosed ? 0 : 1) : 2 }
         var best: Node?
         for leaf in leaves {
             guard let b = best else { best = leaf; continue }
-            if b.isDeleted != leaf.isDeleted {
-                if b.isDeleted { best = leaf }
-            } else if leaf.revisionID > b.revisionID {
-                best = leaf
-            }
+            let (rb, rl) = (rank(b), rank(leaf))
+            if rl > rb || (rl == rb && leaf.revisionID > b.revisionID) { best = leaf }
         }
         return best
     }
 
-    /// The winning revision: live leaves before deleted ones, then the highest revision ID.
+    /// The winning revision: live leaves before deleted ones before closed ones, then the
+    /// highest revision ID.
     public var current: Node? { Self.winner(of: unsortedLeaves) }
 
     /// The live leaves other than the current revision, highest first.

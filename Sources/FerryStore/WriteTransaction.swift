@@ -423,7 +423,9 @@ final class WriteTransaction {
 
     /// Resolves `local` against `remote` in `tree`. The remote branch always continues, so the
     /// result is a fast-forward for the peer that sent it: a new body becomes a child of the
-    /// remote leaf; the local leaf, if live, is closed by a tombstone child (`{}`, deleted).
+    /// remote leaf; the local leaf, if live and some remote has it, is closed by a tombstone
+    /// child with `RevisionTree.closedBody` (never current while another leaf is open, and not a
+    /// deletion to the rule), else its branch is purged back to the fork.
     /// Every revision made here has an ID computed from its parent and body only, so two stores
     /// resolving the same conflict the same way make the same revisions.
     @discardableResult
@@ -469,7 +471,7 @@ final class WriteTransaction {
         // the one its peer has; but if some remote has the losing leaf as its latest (it could
         // send it again), it is closed with a tombstone instead.
         if tree.remoteRevisions.values.contains(local) {
-            if !l.isDeleted { tree.addChild(of: local, deleted: true, canonicalBody: Self.emptyObject) }
+            if !l.isDeleted { tree.addChild(of: local, deleted: true, canonicalBody: RevisionTree.closedBody) }
         } else {
             tree.purgeBranch(leaf: local, keeping: remote)
         }
@@ -482,11 +484,14 @@ final class WriteTransaction {
     /// puller) or refuses (a passive peer):
     /// - two live leaves conflict (concurrent edits, or concurrent creations);
     /// - two tombstones do not: the document is deleted either way;
+    /// - a closed branch (`RevisionTree.Node.isClosed`) conflicts with nothing;
     /// - a tombstone and a live leaf conflict only if their branches share a revision (an edit
     ///   racing a deletion: resolved, the deletion wins). Branches with no common revision are
     ///   two lives of the document: a re-creation after a deletion (§3.6), or the old life's
     ///   tombstone arriving late; the live one is current, and nothing is resolved.
     static func conflicts(prev: RevisionTree.Node, incoming: RevisionID, deleted: Bool, in tree: RevisionTree) -> Bool {
+        // A closed branch (a loser some peer already resolved) contends with nothing.
+        if prev.isClosed || tree.nodes[incoming]?.isClosed == true { return false }
         if prev.isDeleted && deleted { return false }
         if !prev.isDeleted && !deleted { return true }
         let ancestry = Set(tree.history(of: prev.revisionID))

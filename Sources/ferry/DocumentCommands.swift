@@ -80,6 +80,33 @@ struct Delete: AsyncParsableCommand {
     }
 }
 
+/// `ferry revs`: prints a document's revision tree, newest first (CouchDB's `revs_info`).
+struct Revs: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print a document's revision tree: each revision with its parent, newest first; * marks the current one.")
+    @OptionGroup var database: DatabaseOption
+    @Argument(help: "Document ID.") var id: String
+
+    func run() async throws {
+        let db = try database.open()
+        defer { db.close() }
+        guard let tree = try db.revisionTree(of: id) else {
+            warn("ferry: no document \(id)")
+            throw ExitCode(1)
+        }
+        let current = tree.current?.revisionID
+        let leaves = Set(tree.leaves.map(\.revisionID))
+        for node in tree.nodes.values.sorted(by: { $0.revisionID > $1.revisionID }) {
+            var flags: [String] = []
+            if node.revisionID == current { flags.append("current") }
+            if leaves.contains(node.revisionID) { flags.append("leaf") }
+            if node.isDeleted { flags.append("deleted") }
+            if tree.remoteRevisions.values.contains(node.revisionID) { flags.append("pinned") }
+            print("\(node.revisionID == current ? "*" : " ") \(node.revisionID)\t\(node.parent?.description ?? "-")\t\(flags.joined(separator: ","))")
+        }
+    }
+}
+
 /// `ferry ls`: lists documents with their current revisions.
 struct List: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "ls", abstract: "List document IDs and current revisions.")

@@ -26,6 +26,24 @@ import Testing
         #expect(t.leaves.map(\.revisionID) == [rev("3-ff"), rev("2-cc"), rev("2-bb")])
     }
 
+    /// The tombstone that closes a losing branch is never the revision a deletion of the same
+    /// leaf makes, and a deletion beats it for current: otherwise a peer that closed leaf L and
+    /// a peer where a deletion won over L hold the same revision ID meaning opposite things.
+    @Test func aClosedBranchIsNeitherADeletionNorCurrentBesideOne() throws {
+        var t = RevisionTree()
+        _ = try t.insert(history: [rev("1-aa")], deleted: false, body: json(#"{"v":1}"#))
+        let loser = t.addChild(of: rev("1-aa"), deleted: false, canonicalBody: json(#"{"v":"loser"}"#))
+        let deletion = RevisionID.make(parent: loser, deleted: true, canonicalBody: json("{}"))
+        let closed = t.addChild(of: loser, deleted: true, canonicalBody: RevisionTree.closedBody)
+        #expect(closed != deletion)
+        #expect(t.nodes[closed]?.isClosed == true)
+        // A real deletion on another branch, of lower generation: still the current revision.
+        let other = t.addChild(of: rev("1-aa"), deleted: true, canonicalBody: json("{}"))
+        #expect(other.generation < closed.generation)
+        #expect(t.current?.revisionID == other)
+        #expect(t.nodes[other]?.isClosed == false)
+    }
+
     @Test func prunesToTheDepthButKeepsRemotePins() throws {
         var t = RevisionTree()
         var parent: RevisionID?
