@@ -113,7 +113,7 @@ struct List: AsyncParsableCommand {
     @OptionGroup var database: DatabaseOption
     @Flag(help: "Include deleted documents.") var deleted = false
     @Flag(help: """
-        One JSON object a line, by ID: {"id","rev","deleted","body","conflicts":[rev…],"leaves":[{"rev","deleted"}…]} \
+        One JSON object a line, by ID: {"id","rev","deleted","body","conflicts":[rev…],"leaves":[{"rev","deleted","closed"}…]} \
         (what the cluster harness compares across peers).
         """)
     var json = false
@@ -142,7 +142,9 @@ struct List: AsyncParsableCommand {
             "id": .string(d.id), "rev": .string(d.revisionID?.description ?? ""), "deleted": .bool(d.isDeleted),
             "body": .object(d.properties),
             "conflicts": .array((tree?.conflicts ?? []).map { .string($0.description) }),
-            "leaves": .array(leaves.map { .object(["rev": .string($0.revisionID.description), "deleted": .bool($0.isDeleted)]) }),
+            "leaves": .array(leaves.map {
+                .object(["rev": .string($0.revisionID.description), "deleted": .bool($0.isDeleted), "closed": .bool($0.isClosed)])
+            }),
         ])
     }
 }
