@@ -13,9 +13,9 @@ import Synchronization
 /// in the same transaction as the pulled revisions it covers, so it is never ahead of the data.
 ///
 /// The peer's copy tells whether the peer still has what we gave it. A second local document
-/// keeps the revision of the peer's copy we last saved (`peerRev`): a peer with no copy (new, or its
-/// database was deleted) or with another revision of it (restored from an older backup) has
-/// lost state, and the replication starts from what the peer's copy says (nothing, for a
+/// keeps the revision of the peer's copy we last saved (`checkpoint-peer/<ID>`): a peer with no
+/// copy (new, or its database was deleted) or with an older revision of it (restored from a
+/// backup) has lost state, and the replication starts from what the peer's copy says (nothing, for a
 /// missing one) and forgets which revisions it had acknowledged (`Database.forgetRemote`) —
 /// otherwise the pusher would never offer those again (LiteCore resets on such a mismatch too).
 final class Checkpointer: Sendable {
@@ -36,13 +36,13 @@ final class Checkpointer: Sendable {
 
     /// How a session starts, and why.
     enum Start: Equatable {
-        /// From the local checkpoint: the peer's copy is the one we saved last.
+        /// From the local checkpoint: the peer's copy is the one we saved last, or newer.
         case resumed
         /// From scratch: asked for (`resetCheckpoint`), or the peer has no copy (new to us, or
         /// its database was replaced); acknowledged revisions forgotten.
         case fromScratch
-        /// From the peer's older copy: it is not the one we saved last (restored from a
-        /// backup); acknowledged revisions forgotten.
+        /// From the peer's copy, older than the one we saved last (restored from a backup);
+        /// acknowledged revisions forgotten.
         case fromPeersCopy
     }
 
