@@ -127,8 +127,8 @@ extension Database {
         guard limit > 0 else { throw .invalidArgument("limit must be positive") }
         return try readers.withReader { (c) throws(StoreError) -> ([Change], [String: RevisionTree]) in
             let s = try c.prepare("""
-                SELECT d.doc_id, d.rev_id, d.deleted, d.sequence, d.body, d.tree, r.remote_key, r.rev_id
-                FROM (SELECT doc_id, rev_id, deleted, sequence, body, tree FROM docs
+                SELECT d.doc_id, d.rev_id, d.deleted, d.sequence, d.body, d.tree, r.remote_key, r.rev_id, d.conflicted
+                FROM (SELECT doc_id, rev_id, deleted, sequence, body, tree, conflicted FROM docs
                       WHERE sequence > ? ORDER BY sequence LIMIT ?) d
                 LEFT JOIN remote_revs r ON r.doc_id = d.doc_id
                 """)
@@ -149,7 +149,8 @@ extension Database {
                     let sequence = s.int64(3)
                     guard let rev = try? RevisionID(s.string(1)) else { throw .corruptRevisionTree(documentID: id) }
                     if let previous = changes.last, previous.sequence > sequence { ordered = false }
-                    changes.append(Change(documentID: id, revisionID: rev, isDeleted: s.int(2) != 0, sequence: sequence))
+                    changes.append(Change(documentID: id, revisionID: rev, isDeleted: s.int(2) != 0, sequence: sequence,
+                                          hasOtherOpenLeaves: s.int(8) & 2 != 0))
                 }
                 try Self.addJoinedRow(s, documentID: id, from: 4, into: &trees)
             }

@@ -287,7 +287,8 @@ public final class Database: Sendable {
         try readers.withReader { (c) throws(StoreError) -> [String] in
             // Named index: without statistics SQLite walks the doc_id index to avoid sorting,
             // i.e. reads every row, where the partial index holds only the conflicted ones.
-            try c.strings("SELECT doc_id FROM docs INDEXED BY docs_conflicted WHERE conflicted != 0 ORDER BY doc_id")
+            // Bit 0 of `conflicted`: live conflicts (bit 1: other open leaves, `Change`).
+            try c.strings("SELECT doc_id FROM docs INDEXED BY docs_conflicted WHERE conflicted != 0 AND (conflicted & 1) != 0 ORDER BY doc_id")
         }
     }
 
@@ -307,7 +308,7 @@ public final class Database: Sendable {
     public func changes(since: Int64 = 0, limit: Int = 1000) throws(StoreError) -> [Change] {
         guard limit > 0 else { throw .invalidArgument("limit must be positive") }
         return try readers.withReader { (c) throws(StoreError) -> [Change] in
-            let s = try c.prepare("SELECT doc_id, rev_id, deleted, sequence FROM docs WHERE sequence > ? ORDER BY sequence LIMIT ?")
+            let s = try c.prepare("SELECT doc_id, rev_id, deleted, sequence, conflicted FROM docs WHERE sequence > ? ORDER BY sequence LIMIT ?")
             defer { s.reset() }
             s.bind(1, since)
             s.bind(2, limit)
@@ -315,7 +316,8 @@ public final class Database: Sendable {
             while try s.step() {
                 let id = s.string(0)
                 guard let rev = try? RevisionID(s.string(1)) else { throw .corruptRevisionTree(documentID: id) }
-                out.append(Change(documentID: id, revisionID: rev, isDeleted: s.int(2) != 0, sequence: s.int64(3)))
+                out.append(Change(documentID: id, revisionID: rev, isDeleted: s.int(2) != 0, sequence: s.int64(3),
+                                  hasOtherOpenLeaves: s.int(4) & 2 != 0))
             }
             return out
         }

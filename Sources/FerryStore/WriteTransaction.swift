@@ -159,7 +159,9 @@ final class WriteTransaction {
         if let type { s.bind(7, type) } else { s.bindNull(7) }
         s.bind(1, cur.revisionID.description)
         s.bind(2, cur.isDeleted)
-        s.bind(3, !RevisionTree.conflicts(among: leaves).isEmpty)
+        // Bit 0: live conflicts; bit 1: open leaves besides the current one (`Change`).
+        let otherOpen = leaves.contains { $0.revisionID != cur.revisionID && !$0.isClosed }
+        s.bind(3, (RevisionTree.conflicts(among: leaves).isEmpty ? 0 : 1) | (otherOpen ? 2 : 0))
         s.bind(4, lastSequence)
         s.bindText(5, cur.body ?? Self.emptyObject)
         s.bindBlob(6, blob)

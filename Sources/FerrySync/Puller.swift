@@ -20,6 +20,11 @@ final class Puller: Sendable {
             var storeFailed = false
             /// The checkpoint last written (by a transaction that may still be committing).
             var recorded: JSONValue?
+            /// Revisions handed to the inserter whose completion has not finished: a stored
+            /// revision counts as done in the tracker inside its transaction, but a custom
+            /// resolver runs in the completion, after it — a one-shot pull that ended before it
+            /// would leave the resolution for no push to send.
+            var storing = 0
 
             /// Whether the tracker has passed the checkpoint last written: only known or given-up
             /// changes were listed since, and no revision's transaction will save it.
@@ -33,7 +38,7 @@ final class Puller: Sendable {
 
             /// The waiters that can be released now.
             mutating func releasable() -> [CheckedContinuation<ReplicationError?, Never>] {
-                let idle = caughtUp && tracker.isEmpty
+                let idle = caughtUp && tracker.isEmpty && storing == 0
                 var out: [CheckedContinuation<ReplicationError?, Never>] = []
                 waiters.removeAll { w in
                     guard error != nil || (idle && !w.continuous) else { return false }
@@ -250,6 +255,7 @@ final class Puller: Sendable {
 
     private func store(_ revision: ReplicatedRevision, _ request: BLIPIncomingRequest) {
         let rev = revision.history.first ?? ""
+        state.value.withLock { $0.storing += 1 }
         inserter.enqueue(revision) { [self] result in
             pending.finished()
             switch result {
@@ -280,6 +286,7 @@ final class Puller: Sendable {
                                              isDeleted: revision.isDeleted, kind: .failed(.store(error))))
             }
             reporter.completed(1)
+            state.value.withLock { $0.storing -= 1 }
             finishIfCaughtUp()
         }
     }

@@ -108,7 +108,7 @@ final class Pusher: Sendable {
             }
         }
         while !Task.isCancelled {
-            let changes: [Change]
+            var changes: [Change]
             // Proposing every change (no selector) sends every change's tree (its remote parent,
             // its `rev`): read them in the same scan, after the purge count `setRemoteRevisions`
             // compares with.
@@ -122,6 +122,7 @@ final class Pusher: Sendable {
                 } else {
                     changes = try database.changes(since: position, limit: batchSize)
                 }
+                changes = try withOtherOpenLeaves(changes, trees: read?.trees)
             } catch { throw .store(error) }
             guard let last = changes.last else {
                 if let window, let o = offered {
@@ -174,6 +175,28 @@ final class Pusher: Sendable {
         for b in inFlight { b.task.cancel() }
     }
 
+    /// `changes` with, after each document that has open leaves besides its current revision
+    /// (`Change.hasOtherOpenLeaves`), an entry for each of those at the same sequence: the
+    /// change feed names only the current revision, and a peer holding an older state of such
+    /// a leaf (another life of the document, still live there) would never learn it ended.
+    /// `trees`: the changes' trees if already read.
+    func withOtherOpenLeaves(_ changes: [Change], trees: [String: RevisionTree]?) throws(StoreError) -> [Change] {
+        let flagged = changes.filter(\.hasOtherOpenLeaves)
+        guard !flagged.isEmpty else { return changes }
+        let read: [String: RevisionTree]
+        if let trees { read = trees } else { read = try database.revisionTrees(of: flagged) }
+        var out: [Change] = []
+        out.reserveCapacity(changes.count + flagged.count)
+        for c in changes {
+            out.append(c)
+            guard c.hasOtherOpenLeaves, let tree = read[c.documentID] else { continue }
+            for leaf in tree.leaves where leaf.revisionID != c.revisionID && !leaf.isClosed {
+                out.append(Change(documentID: c.documentID, revisionID: leaf.revisionID, isDeleted: leaf.isDeleted, sequence: c.sequence))
+            }
+        }
+        return out
+    }
+
     // MARK: Active push (proposeChanges)
 
     /// `read`: the changes' trees and the purge count read before them, if the caller has them.
@@ -193,8 +216,20 @@ final class Pusher: Sendable {
             parents = try database.remoteRevisions(in: trees, remote: remote)
         } catch { throw .store(error) }
         // Revisions the peer is known to have (pulled from it) are not offered back.
-        let batch = changes.filter { parents[$0.documentID] != $0.revisionID }
-        reporter.completed(changes.count - batch.count)
+        let unknown = changes.filter { parents[$0.documentID] != $0.revisionID }
+        reporter.completed(changes.count - unknown.count)
+        guard !unknown.isEmpty else { return }
+        // Leaves other than the current revision are sent without a proposal: `proposeChanges`
+        // is judged against the peer's current revision, which such a leaf (another life's
+        // tombstone) need not continue; the peer's insert judges it with its history.
+        let batch = unknown.filter { trees[$0.documentID]?.current?.revisionID == $0.revisionID }
+        let unproposed = unknown.filter { trees[$0.documentID]?.current?.revisionID != $0.revisionID }
+        // They go first: one may end the life the peer holds live, after which the peer takes
+        // our current revision (a tombstone beside its own) as the re-creation table allows.
+        // What the peer has as its latest stays its current revision: these are not recorded.
+        if !unproposed.isEmpty {
+            _ = try await sendRevs(unproposed.map { ($0, [], JSONValue.int($0.sequence)) }, trees: trees, noConflicts: true)
+        }
         guard !batch.isEmpty else { return }
         var proposals = batch.map {
             ReplicationMessages.ProposedChange(documentID: $0.documentID, revisionID: $0.revisionID.description,

@@ -130,3 +130,47 @@ struct ConflictTests {
         await molly.stop(); await naomi.stop()
     }
 }
+
+/// Two lives of one document — created, deleted; created again elsewhere, deleted again — end
+/// as two tombstones, and only one can be the current revision. The other must still reach a
+/// peer that holds its life live, or that peer keeps the document for ever.
+@Suite("Two lives of a document")
+struct TwoLivesTests {
+    /// Naomi ends with both lives deleted, her current tombstone being the *first* life's;
+    /// Molly holds the second life live. Whichever way they sync, Molly ends deleted.
+    @Test(arguments: [ReplicatorConfiguration.ReplicatorType.pull, .push])
+    func theOtherLifesTombstoneReachesAPeerWhereThatLifeIsLive(_ type: ReplicatorConfiguration.ReplicatorType) async throws {
+        for attempt in 0..<20 {
+            let molly = try await Peer.make("molly")
+            let naomi = try await Peer.make("naomi", serving: true)
+            try molly.put("doc", ["life": "second"])
+            let first = try naomi.put("doc", ["life": "first", "attempt": .int(Int64(attempt))])
+            let firstTombstone = try naomi.db.delete(first)
+            // The second life reaches Naomi (a re-creation beside her tombstone) and is deleted.
+            try await replicate(molly, with: naomi, .push)
+            let second = try #require(try naomi.db.document("doc"))
+            #expect(second.properties == ["life": "second"])
+            try naomi.db.delete(second)
+            // Only a run where the first life's tombstone is current shows the case.
+            guard try naomi.current("doc") == firstTombstone.revisionID?.description else {
+                await molly.stop(); await naomi.stop()
+                continue
+            }
+            if type == .pull {
+                try await replicate(molly, with: naomi, .pull)
+            } else {
+                // Naomi pushes to Molly, serving.
+                let mollyListener = try await SyncListener.start(serving: ["molly": molly.db], configuration: CheckpointRecoveryTests.listenerConfig(port: 0))
+                var c = ReplicatorConfiguration(database: naomi.db, target: mollyListener.url(for: "molly"))
+                c.type = .push
+                try await Replicator(configuration: c).run()
+                await mollyListener.stop()
+            }
+            #expect(try molly.db.document("doc") == nil, "the second life is deleted at Molly too")
+            #expect(try molly.current("doc") == naomi.current("doc"))
+            await molly.stop(); await naomi.stop()
+            return
+        }
+        Issue.record("no attempt made the first life's tombstone current")
+    }
+}
