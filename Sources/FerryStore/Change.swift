@@ -8,10 +8,9 @@ public struct Change: Sendable, Equatable {
     public let isDeleted: Bool
     /// The change's sequence: strictly increasing across the database, never reused.
     public let sequence: Int64
-    /// Whether the document has open leaves besides the current revision (another life's
-    /// tombstone, a conflict not resolved yet — not the closed branches of resolved ones):
-    /// a replicator sends those too, or a peer that holds an older state of them never
-    /// learns how they ended.
+    /// Whether the document has leaves besides the current revision (another life's
+    /// tombstone, a conflict's closed loser, a conflict not resolved yet): a replicator sends
+    /// those too, or a peer that holds an older state of them never learns how they ended.
     public internal(set) var hasOtherOpenLeaves = false
 
     /// An entry for `revisionID` of `documentID` at `sequence` (a leaf other than the current

@@ -159,8 +159,8 @@ final class WriteTransaction {
         if let type { s.bind(7, type) } else { s.bindNull(7) }
         s.bind(1, cur.revisionID.description)
         s.bind(2, cur.isDeleted)
-        // Bit 0: live conflicts; bit 1: open leaves besides the current one (`Change`).
-        let otherOpen = leaves.contains { $0.revisionID != cur.revisionID && !$0.isClosed }
+        // Bit 0: live conflicts; bit 1: leaves besides the current one (`Change`).
+        let otherOpen = leaves.contains { $0.revisionID != cur.revisionID }
         s.bind(3, (RevisionTree.conflicts(among: leaves).isEmpty ? 0 : 1) | (otherOpen ? 2 : 0))
         s.bind(4, lastSequence)
         s.bindText(5, cur.body ?? Self.emptyObject)
@@ -463,6 +463,16 @@ final class WriteTransaction {
             try prepareAttachments(&prepared, generation: remote.generation + 1,
                                    previous: r.body.flatMap { try? JSONParser.parseObject($0) })
             created = tree.addChild(of: remote, deleted: prepared.deleted, canonicalBody: prepared.canonical)
+        case .delete where resolver.isDefault && (l.isDeleted || r.isDeleted):
+            // The deletion already there wins as it is, whichever side it came from, and the
+            // live leaf is closed (below for a local one): both peers end with the same two
+            // leaves. A new deletion of the live leaf instead — LiteCore's fast-forward for
+            // the peer — would be a second deletion of the same conflict, made only by the
+            // peer where the deletion was local; a re-creation continuing the first deletion
+            // then met it as a deletion racing an edit, and lost.
+            if !r.isDeleted { tree.addChild(of: remote, deleted: true, canonicalBody: RevisionTree.closedBody) }
+            if !l.isDeleted { tree.addChild(of: local, deleted: true, canonicalBody: RevisionTree.closedBody) }
+            return nil
         case .delete:
             if !(r.isDeleted && resolver.isDefault) {
                 created = tree.addChild(of: remote, deleted: true, canonicalBody: Self.emptyObject)

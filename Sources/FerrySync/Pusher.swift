@@ -175,10 +175,11 @@ final class Pusher: Sendable {
         for b in inFlight { b.task.cancel() }
     }
 
-    /// `changes` with, after each document that has open leaves besides its current revision
+    /// `changes` with, after each document that has leaves besides its current revision
     /// (`Change.hasOtherOpenLeaves`), an entry for each of those at the same sequence: the
     /// change feed names only the current revision, and a peer holding an older state of such
-    /// a leaf (another life of the document, still live there) would never learn it ended.
+    /// a leaf (another life of the document, or a conflict's loser, still live there) would
+    /// never learn how it ended.
     /// `trees`: the changes' trees if already read.
     func withOtherOpenLeaves(_ changes: [Change], trees: [String: RevisionTree]?) throws(StoreError) -> [Change] {
         let flagged = changes.filter(\.hasOtherOpenLeaves)
@@ -190,7 +191,7 @@ final class Pusher: Sendable {
         for c in changes {
             out.append(c)
             guard c.hasOtherOpenLeaves, let tree = read[c.documentID] else { continue }
-            for leaf in tree.leaves where leaf.revisionID != c.revisionID && !leaf.isClosed {
+            for leaf in tree.leaves where leaf.revisionID != c.revisionID {
                 out.append(Change(documentID: c.documentID, revisionID: leaf.revisionID, isDeleted: leaf.isDeleted, sequence: c.sequence))
             }
         }

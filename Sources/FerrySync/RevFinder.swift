@@ -44,7 +44,9 @@ enum RevFinder {
             let cur = current.revisionID.description
             if let rev = try? RevisionID(p.revisionID), tree.nodes[rev] != nil { out.append(.alreadyHave) }
             else if let parent = p.remoteParent, parent == cur { out.append(.send) }
-            else if p.remoteParent == nil && current.isDeleted { out.append(.send) }
+            // A deleted current revision: a re-creation, another life's tombstone, or a closed
+            // branch's successor may all be fine — the insert judges with the history.
+            else if current.isDeleted { out.append(.send) }
             else { out.append(.conflict(current: cur)) }
         }
         return out

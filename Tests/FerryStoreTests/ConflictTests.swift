@@ -99,6 +99,34 @@ import Testing
         #expect(pushed.status == .inserted && pushed.conflictedWith == nil)
     }
 
+    /// A deletion that wins wins as it is, on both sides — the edit is closed, no second
+    /// deletion is made — so a re-creation continuing that deletion on one peer is a plain
+    /// successor on the other, not an edit racing some other deletion (seed 108).
+    @Test func aDeletionWinsAsItIsAndARecreationAfterItSurvives() throws {
+        let (a, b, dirs) = try twoPeers()
+        _ = dirs
+        guard let docA = try a.document("doc") else { throw StoreError.notFound }
+        let deletion = try #require(try a.delete(docA).revisionID)
+        try edit(b, ["v": "edited"])
+        // Each pulls the other's leaf and resolves.
+        let toA = try pushCurrent("doc", from: b, to: a)
+        let toB = try pushCurrent("doc", from: a, to: b)
+        #expect(toA.resolved && toB.resolved)
+        for db in [a, b] {
+            let tree = try #require(try db.revisionTree(of: "doc"))
+            #expect(tree.current?.revisionID == deletion)
+            #expect(tree.leaves.filter { $0.revisionID != deletion }.allSatisfy { $0.isClosed })
+        }
+        let (treeA, treeB) = (try #require(try a.revisionTree(of: "doc")), try #require(try b.revisionTree(of: "doc")))
+        #expect(TreeShape(treeA) == TreeShape(treeB))
+        // A re-creates the document: B takes it as a successor of the deletion.
+        let recreated = try a.save(Document(id: "doc", properties: ["v": "again"]))
+        let onB = try pushCurrent("doc", from: a, to: b)
+        #expect(onB.conflictedWith == nil)
+        #expect(try b.document("doc")?.properties == ["v": "again"])
+        #expect(try b.revisionTree(of: "doc")?.current?.revisionID == recreated.revisionID)
+    }
+
     @Test func deletionBeatsUpdateInBothDirections() throws {
         let (a, b, dirs) = try twoPeers()
         _ = dirs
