@@ -322,6 +322,15 @@ final class WriteTransaction {
         let rev = RevisionID.make(parent: parent, deleted: deleted, canonicalBody: prepared.canonical)
         try validate(doc.id, rev: rev, body: prepared.body, deleted: deleted, source: .local, current: currentDoc)
         tree.addChild(of: parent, deleted: deleted, canonicalBody: prepared.canonical)
+        if !deleted, let cur = currentNode, cur.isDeleted {
+            // A re-creation supersedes every deletion this copy knows of, not only the one it
+            // continues: the other tombstones (a deletion of another branch, made elsewhere)
+            // are closed with it. Left open, each would be a deletion racing this edit to any
+            // peer, and the deletion would win — the re-creation lost (cluster harness, seed 115).
+            for leaf in tree.leaves where leaf.isDeleted && !leaf.isClosed && leaf.revisionID != rev {
+                tree.addChild(of: leaf.revisionID, deleted: true, canonicalBody: RevisionTree.closedBody)
+            }
+        }
         let seq = try store(doc.id, key: stored?.key, tree: &tree,
                             typeHint: TypeHint(revision: rev, type: Self.documentType(in: prepared.body, path: context.typePath)))
         return Document(id: doc.id, revisionID: rev, properties: prepared.body, isDeleted: deleted, sequence: seq)

@@ -175,7 +175,7 @@ final class Pusher: Sendable {
         for b in inFlight { b.task.cancel() }
     }
 
-    /// `changes` with, after each document that has leaves besides its current revision
+    /// `changes` with, before each document that has leaves besides its current revision
     /// (`Change.hasOtherOpenLeaves`), an entry for each of those at the same sequence: the
     /// change feed names only the current revision, and a peer holding an older state of such
     /// a leaf (another life of the document, or a conflict's loser, still live there) would
@@ -189,11 +189,14 @@ final class Pusher: Sendable {
         var out: [Change] = []
         out.reserveCapacity(changes.count + flagged.count)
         for c in changes {
-            out.append(c)
-            guard c.hasOtherOpenLeaves, let tree = read[c.documentID] else { continue }
-            for leaf in tree.leaves where leaf.revisionID != c.revisionID {
-                out.append(Change(documentID: c.documentID, revisionID: leaf.revisionID, isDeleted: leaf.isDeleted, sequence: c.sequence))
+            // The other leaves go first: one may close the branch the receiver holds current,
+            // and the current revision must then meet the receiver's state after that.
+            if c.hasOtherOpenLeaves, let tree = read[c.documentID] {
+                for leaf in tree.leaves where leaf.revisionID != c.revisionID {
+                    out.append(Change(documentID: c.documentID, revisionID: leaf.revisionID, isDeleted: leaf.isDeleted, sequence: c.sequence))
+                }
             }
+            out.append(c)
         }
         return out
     }

@@ -127,6 +127,33 @@ import Testing
         #expect(try b.revisionTree(of: "doc")?.current?.revisionID == recreated.revisionID)
     }
 
+    /// Two deletions of the document on two branches, then a re-creation on one peer: the
+    /// re-creation closes the other deletion too, so no peer lets that deletion win over it as
+    /// over an edit racing it (seed 115).
+    @Test func aRecreationClosesEveryDeletionItKnowsOf() throws {
+        let (a, b, dirs) = try twoPeers()
+        _ = dirs
+        try edit(a, ["v": "a"])
+        try edit(b, ["v": "b"])
+        // Each deletes its own edit; the tombstones meet (two tombstones: no conflict).
+        for db in [a, b] { try db.delete(try #require(try db.document("doc"))) }
+        try pushCurrent("doc", from: b, to: a)
+        try pushCurrent("doc", from: a, to: b)
+        let before = try #require(try a.revisionTree(of: "doc"))
+        let other = try #require(before.leaves.first { $0.isDeleted && $0.revisionID != before.current?.revisionID })
+        // A re-creates on its current tombstone; the other tombstone is closed with it.
+        let recreated = try a.save(Document(id: "doc", properties: ["v": "again"]))
+        let treeA = try #require(try a.revisionTree(of: "doc"))
+        #expect(treeA.leaves.filter { !$0.isClosed }.map(\.revisionID) == [try #require(recreated.revisionID)])
+        #expect(!treeA.isLeaf(other.revisionID))
+        // B gets the closing, then the re-creation (as a replicator sends every leaf, the
+        // current one last): it is live.
+        for leaf in treeA.leaves where leaf.revisionID != recreated.revisionID { try send("doc", revision: leaf.revisionID, from: a, to: b) }
+        try pushCurrent("doc", from: a, to: b)
+        #expect(try b.document("doc")?.properties == ["v": "again"])
+        #expect(try b.revisionTree(of: "doc")?.current?.revisionID == recreated.revisionID)
+    }
+
     @Test func deletionBeatsUpdateInBothDirections() throws {
         let (a, b, dirs) = try twoPeers()
         _ = dirs
