@@ -11,15 +11,15 @@ public struct Change: Sendable, Equatable {
     /// Whether the document has leaves besides the current revision (another life's
     /// tombstone, a conflict's closed loser, a conflict not resolved yet): a replicator sends
     /// those too, or a peer that holds an older state of them never learns how they ended.
-    public internal(set) var hasOtherOpenLeaves = false
+    public internal(set) var hasOtherLeaves = false
 
     /// An entry for `revisionID` of `documentID` at `sequence` (a leaf other than the current
     /// one is listed with its document's sequence).
-    public init(documentID: String, revisionID: RevisionID, isDeleted: Bool, sequence: Int64, hasOtherOpenLeaves: Bool = false) {
+    public init(documentID: String, revisionID: RevisionID, isDeleted: Bool, sequence: Int64, hasOtherLeaves: Bool = false) {
         self.documentID = documentID
         self.revisionID = revisionID
         self.isDeleted = isDeleted
         self.sequence = sequence
-        self.hasOtherOpenLeaves = hasOtherOpenLeaves
+        self.hasOtherLeaves = hasOtherLeaves
     }
 }

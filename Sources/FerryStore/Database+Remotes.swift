@@ -150,7 +150,7 @@ extension Database {
                     guard let rev = try? RevisionID(s.string(1)) else { throw .corruptRevisionTree(documentID: id) }
                     if let previous = changes.last, previous.sequence > sequence { ordered = false }
                     changes.append(Change(documentID: id, revisionID: rev, isDeleted: s.int(2) != 0, sequence: sequence,
-                                          hasOtherOpenLeaves: s.int(8) & 2 != 0))
+                                          hasOtherLeaves: s.int(8) & 2 != 0))
                 }
                 try Self.addJoinedRow(s, documentID: id, from: 4, into: &trees)
             }

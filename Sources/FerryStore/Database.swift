@@ -317,7 +317,7 @@ public final class Database: Sendable {
                 let id = s.string(0)
                 guard let rev = try? RevisionID(s.string(1)) else { throw .corruptRevisionTree(documentID: id) }
                 out.append(Change(documentID: id, revisionID: rev, isDeleted: s.int(2) != 0, sequence: s.int64(3),
-                                  hasOtherOpenLeaves: s.int(4) & 2 != 0))
+                                  hasOtherLeaves: s.int(4) & 2 != 0))
             }
             return out
         }

@@ -122,7 +122,7 @@ final class Pusher: Sendable {
                 } else {
                     changes = try database.changes(since: position, limit: batchSize)
                 }
-                changes = try withOtherOpenLeaves(changes, trees: read?.trees)
+                changes = try withOtherLeaves(changes, trees: read?.trees)
             } catch { throw .store(error) }
             guard let last = changes.last else {
                 if let window, let o = offered {
@@ -176,13 +176,13 @@ final class Pusher: Sendable {
     }
 
     /// `changes` with, before each document that has leaves besides its current revision
-    /// (`Change.hasOtherOpenLeaves`), an entry for each of those at the same sequence: the
+    /// (`Change.hasOtherLeaves`), an entry for each of those at the same sequence: the
     /// change feed names only the current revision, and a peer holding an older state of such
     /// a leaf (another life of the document, or a conflict's loser, still live there) would
     /// never learn how it ended.
     /// `trees`: the changes' trees if already read.
-    func withOtherOpenLeaves(_ changes: [Change], trees: [String: RevisionTree]?) throws(StoreError) -> [Change] {
-        let flagged = changes.filter(\.hasOtherOpenLeaves)
+    func withOtherLeaves(_ changes: [Change], trees: [String: RevisionTree]?) throws(StoreError) -> [Change] {
+        let flagged = changes.filter(\.hasOtherLeaves)
         guard !flagged.isEmpty else { return changes }
         let read: [String: RevisionTree]
         if let trees { read = trees } else { read = try database.revisionTrees(of: flagged) }
@@ -191,7 +191,7 @@ final class Pusher: Sendable {
         for c in changes {
             // The other leaves go first: one may close the branch the receiver holds current,
             // and the current revision must then meet the receiver's state after that.
-            if c.hasOtherOpenLeaves, let tree = read[c.documentID] {
+            if c.hasOtherLeaves, let tree = read[c.documentID] {
                 for leaf in tree.leaves where leaf.revisionID != c.revisionID {
                     out.append(Change(documentID: c.documentID, revisionID: leaf.revisionID, isDeleted: leaf.isDeleted, sequence: c.sequence))
                 }
@@ -226,8 +226,10 @@ final class Pusher: Sendable {
         // Leaves other than the current revision are sent without a proposal: `proposeChanges`
         // is judged against the peer's current revision, which such a leaf (another life's
         // tombstone) need not continue; the peer's insert judges it with its history.
-        let batch = unknown.filter { trees[$0.documentID]?.current?.revisionID == $0.revisionID }
-        let unproposed = unknown.filter { trees[$0.documentID]?.current?.revisionID != $0.revisionID }
+        var batch: [Change] = [], unproposed: [Change] = []
+        for c in unknown {
+            if trees[c.documentID]?.current?.revisionID == c.revisionID { batch.append(c) } else { unproposed.append(c) }
+        }
         // They go first: one may end the life the peer holds live, after which the peer takes
         // our current revision (a tombstone beside its own) as the re-creation table allows.
         // What the peer has as its latest stays its current revision: these are not recorded.
