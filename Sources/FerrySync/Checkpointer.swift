@@ -58,8 +58,6 @@ final class Checkpointer: Sendable {
     private let lastStart = Mutex<Start?>(nil)
     /// When pushed progress was last written, and whether some is not written yet.
     private let pushSaves = Mutex<(last: ContinuousClock.Instant?, dirty: Bool)>((nil, false))
-    /// The shortest time between two saves of pushed progress while a push is under way.
-    static let pushSaveInterval = Duration.seconds(1)
     private let peerSave = Mutex<Task<Void, Never>?>(nil)
 
     var localDocumentID: String { "checkpoint/" + id }
@@ -168,7 +166,7 @@ final class Checkpointer: Sendable {
         state.withLock { s in s.value.local = max(s.value.local, local) }
         let now = ContinuousClock.now
         let due = pushSaves.withLock { p -> Bool in
-            let due = settled || p.last.map { now - $0 >= Self.pushSaveInterval } ?? true
+            let due = settled || p.last.map { now - $0 >= ReplicatorTuning.pushSaveInterval } ?? true
             p.dirty = !due
             if due { p.last = now }
             return due

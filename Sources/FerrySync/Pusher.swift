@@ -61,9 +61,6 @@ final class Pusher: Sendable {
         self.batchDone = batchDone
     }
 
-    /// Batches an active push keeps in flight.
-    static let batchesInFlight = 4
-
     private var profile: String {
         if case .propose = mode { return "proposeChanges" }
         return "changes"
@@ -169,7 +166,7 @@ final class Pusher: Sendable {
                 } catch { return .failure(error) }
             }
             inFlight.append((work, last.sequence))
-            try await settle(keeping: Self.batchesInFlight - 1)
+            try await settle(keeping: ReplicatorTuning.pushBatchesInFlight - 1)
             position = last.sequence
         }
         for b in inFlight { b.task.cancel() }
@@ -381,7 +378,7 @@ final class Pusher: Sendable {
         for (change, known, sequence) in items {
             let id = change.documentID
             if let m = RevMessage.make(tree: trees[id], documentID: id, revisionID: change.revisionID, knownRevisions: known,
-                                       maxHistory: 50, sequence: sequence, noConflicts: noConflicts) {
+                                       maxHistory: ReplicatorTuning.maxHistory, sequence: sequence, noConflicts: noConflicts) {
                 messages.append(m)
                 sent.append(change)
             } else {

@@ -84,7 +84,7 @@ public final class Replicator: Sendable {
         var out = Set<String>()
         while true {
             let page: [Change]
-            do { page = try db.changes(since: since, limit: 1000) } catch { throw .store(error) }
+            do { page = try db.changes(since: since, limit: ReplicatorTuning.scanPageSize) } catch { throw .store(error) }
             guard let last = page.last else { return out }
             for c in page {
                 do { if try select?(c) ?? true { out.insert(c.documentID) } } catch {
@@ -151,7 +151,7 @@ public final class Replicator: Sendable {
             var after: String?
             while true {
                 let page: [Document]
-                do { page = try db.allDocuments(after: after, limit: 1000) } catch { throw .store(error) }
+                do { page = try db.allDocuments(after: after, limit: ReplicatorTuning.scanPageSize) } catch { throw .store(error) }
                 guard let last = page.last else { break }
                 ids += page.filter { $0.properties["_attachments"] != nil }.map(\.id)
                 after = last.id
@@ -316,9 +316,10 @@ public final class Replicator: Sendable {
         await checkpointer.saveToPeer(connection: conn)
 
         let puller: Puller? = c.type == .push ? nil
-            : Puller(database: db, connection: conn, remote: remoteName, resolver: c.conflictResolver,
-                     checkpointer: checkpointer, downloadPolicy: c.attachmentDownloadPolicy,
-                     maxPendingRevisions: c.maxConcurrentRevisions, reporter: reporter, logger: logger)
+            : Puller(role: .active(remote: remoteName, checkpointer: checkpointer, resolver: c.conflictResolver,
+                                   downloadPolicy: c.attachmentDownloadPolicy),
+                     database: db, connection: conn, maxPendingRevisions: c.effectiveMaxConcurrentRevisions,
+                     reporter: reporter, logger: logger)
         puller?.register()
         // The peer fetches the attachments of what we push.
         if puller == nil { conn.register(profile: "getAttachment") { AttachmentTransfer.serve($0, database: db) } }

@@ -6,9 +6,6 @@ import FerryStore
 /// at `maxHistory`), `deleted`, `sequence`, `noconflicts`; the body is the revision's JSON
 /// without meta properties.
 enum RevMessage {
-    /// Bodies at least this big are sent compressed (small ones cost more CPU than they save).
-    static let compressThreshold = 4096
-
     /// The `rev` request for `revisionID` of a document, or nil if that revision's body is no
     /// longer kept (the caller sends `norev`).
     static func make(tree: RevisionTree?, documentID: String, revisionID rev: RevisionID, knownRevisions: [String],
@@ -26,7 +23,7 @@ enum RevMessage {
         if node.isDeleted { props["deleted"] = "1" }
         props["sequence"] = String(decoding: CanonicalJSON.encode(sequence), as: UTF8.self)
         if noConflicts { props["noconflicts"] = "1" }
-        return .request(profile: "rev", properties: props, body: body, compressed: body.count >= compressThreshold)
+        return .request(profile: "rev", properties: props, body: body, compressed: body.count >= ReplicatorTuning.compressThreshold)
     }
 
     /// A `norev` for a revision that cannot be sent (NoReply).
