@@ -2,7 +2,7 @@ import CFerrySystem
 import CZlib
 
 /// One direction's raw-DEFLATE compressor, shared by every compressed frame of a connection
-/// and never reset (Protocol/blip.md §2.8). Each frame ends with a sync flush whose
+/// and never reset (Protocol/blip.md, "Compression"). Each frame ends with a sync flush whose
 /// `00 00 FF FF` trailer is removed.
 final class BLIPDeflater {
     private var stream = z_stream()
