@@ -155,12 +155,13 @@ public final class Database: Sendable {
 
     // MARK: - Replicated revisions
 
-    /// Inserts a revision received from a peer with its history (reference §4.2). A revision
-    /// already present is a `noop`. If it conflicts with the current revision and `resolver`
-    /// is given (default: the default rule), the conflict is resolved in the same transaction;
-    /// with nil it stays in the tree. `remote` names the peer: its latest revision is kept.
-    /// With `allowConflicts: false` (a passive peer, reference §4.7) a revision that would fork
-    /// the document is refused with `.conflict` and nothing is written.
+    /// Inserts a revision received from a peer with its history (Protocol/revisions.md,
+    /// "Revision tree"). A revision already present is a `noop`. If it conflicts with the
+    /// current revision and `resolver` is given (default: the default rule), the conflict is
+    /// resolved in the same transaction; with nil it stays in the tree. `remote` names the
+    /// peer: its latest revision is kept. With `allowConflicts: false` (a passive peer,
+    /// Protocol/revisions.md, "Convergence rules") a revision that would fork the document is
+    /// refused with `.conflict` and nothing is written.
     @discardableResult
     public func insert(_ revision: ReplicatedRevision, fromRemote remote: String? = nil,
                        resolver: ConflictResolver? = .default, allowConflicts: Bool = true) throws(StoreError) -> InsertOutcome {
