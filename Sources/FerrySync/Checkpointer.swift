@@ -98,8 +98,8 @@ final class Checkpointer: Sendable {
         } catch { throw .store(error) }
         var peer: (rev: String, value: Value)?
         do {
-            let reply = try await connection.send(.request(profile: "getCheckpoint", properties: [("client", id)]))
-            if let rev = reply.properties["rev"],
+            let reply = try await connection.send(.request(profile: ReplicationProtocol.Profile.getCheckpoint, properties: [(ReplicationProtocol.Property.client, id)]))
+            if let rev = reply.properties[ReplicationProtocol.Property.rev],
                case .object(let o)? = try? JSONParser.parse(reply.body, sizeLimit: 1 << 20) {
                 peer = (rev, Value(o))
             }
@@ -195,12 +195,12 @@ final class Checkpointer: Sendable {
             let (value, rev, saved) = state.withLock { ($0.value, $0.remoteRev, $0.savedToPeer) }
             guard value != saved else { return }
             for _ in 0..<2 {
-                var props: BLIPProperties = [("client", id)]
-                if let rev = state.withLock({ $0.remoteRev }) ?? rev { props = [("client", id), ("rev", rev)] }
+                var props: BLIPProperties = [(ReplicationProtocol.Property.client, id)]
+                if let rev = state.withLock({ $0.remoteRev }) ?? rev { props = [(ReplicationProtocol.Property.client, id), (ReplicationProtocol.Property.rev, rev)] }
                 do throws(BLIPError) {
-                    let reply = try await connection.send(.request(profile: "setCheckpoint", properties: props,
+                    let reply = try await connection.send(.request(profile: ReplicationProtocol.Profile.setCheckpoint, properties: props,
                                                                    body: CanonicalJSON.encode(.object(value.json))))
-                    let rev = reply.properties["rev"]
+                    let rev = reply.properties[ReplicationProtocol.Property.rev]
                     state.withLock { $0.remoteRev = rev; $0.savedToPeer = value }
                     // Remembered, so the next start can tell this copy from an older one a
                     // restored peer would show.
@@ -208,8 +208,8 @@ final class Checkpointer: Sendable {
                     return
                 } catch {
                     guard case .errorResponse(_, let code, _) = error, code == 409 || code == 404 else { return }
-                    let reply = try? await connection.send(.request(profile: "getCheckpoint", properties: [("client", id)]))
-                    state.withLock { $0.remoteRev = reply?.properties["rev"] }
+                    let reply = try? await connection.send(.request(profile: ReplicationProtocol.Profile.getCheckpoint, properties: [(ReplicationProtocol.Property.client, id)]))
+                    state.withLock { $0.remoteRev = reply?.properties[ReplicationProtocol.Property.rev] }
                 }
             }
         }

@@ -191,10 +191,8 @@ final class Inserter: Sendable {
                         out.append(.success(try b.insert(item.revision, fromRemote: remote, resolver: resolver,
                                                          allowConflicts: allowConflicts)))
                     } catch {
-                        switch error {
-                        case .sqlite, .corrupt, .notADatabase, .closed, .io: throw error
-                        default: out.append(.failure(error))
-                        }
+                        if error.isFatal { throw error }
+                        out.append(.failure(error))
                     }
                 }
                 try afterInsert?(b, items, out)

@@ -12,24 +12,19 @@ import Synchronization
 final class PassivePeer: Sendable {
     let database: Database
     let connection: BLIPConnection
-    let pullFilters: @Sendable (String) -> PullFilter?
+    /// The listener's pull filters and reporter.
+    let listener: SyncListener.Shared
     let logger: Logger
-    let reporter: Reporter
     private let puller: Puller
     private let checkpoints: AsyncStream<BLIPIncomingRequest>.Continuation
     private let checkpointWorker: Task<Void, Never>
     private let feed = Mutex<Task<Void, Never>?>(nil)
 
-    init(database: Database, connection: BLIPConnection, pullFilters: @escaping @Sendable (String) -> PullFilter?,
-         reporter: Reporter, logger: Logger) {
-        self.reporter = reporter
-        self.database = database
-        self.connection = connection
-        self.pullFilters = pullFilters
-        self.logger = logger
+    init(database: Database, connection: BLIPConnection, listener: SyncListener.Shared, logger: Logger) {
+        (self.database, self.connection, self.listener, self.logger) = (database, connection, listener, logger)
         puller = Puller(role: .passive, database: database, connection: connection,
                         maxPendingRevisions: ReplicatorTuning.maxPendingRevisions(batchSize: ReplicatorTuning.batchSize),
-                        reporter: reporter, logger: logger)
+                        reporter: listener.reporter, logger: logger)
         let (stream, continuation) = AsyncStream<BLIPIncomingRequest>.makeStream()
         checkpoints = continuation
         // Store work never runs on the event loop; checkpoint messages are handled in order.
@@ -79,7 +74,7 @@ final class PassivePeer: Sendable {
         var filter: PullFilter?
         var params: [String: String] = [:]
         if let name = m.properties[Q.filter] {
-            guard let f = pullFilters(name) else { return request.respondHTTPError(404, "no pull filter named \(name)") }
+            guard let f = listener.filters.withLock({ $0[name] }) else { return request.respondHTTPError(404, "no pull filter named \(name)") }
             filter = f
             for (k, v) in m.properties where !Q.subChangesOwn.contains(k) { params[k] = v }
         }
@@ -93,7 +88,7 @@ final class PassivePeer: Sendable {
         if let pullFilter { accept = { doc, flags in pullFilter(doc, flags, parameters) } }
         let selector = Pusher.selector(database: database, documentIDs: onlyIDs, filter: accept)
         let pusher = Pusher(database: database, connection: connection, mode: .changes, continuous: continuous,
-                            batchSize: batch, select: selector, reporter: reporter, logger: logger)
+                            batchSize: batch, select: selector, reporter: listener.reporter, logger: logger)
         let logger = self.logger
         let connection = self.connection
         feed.withLock { $0 = Task {

@@ -245,7 +245,7 @@ final class Puller: Sendable {
                                          isDeleted: false, kind: .conflictResolved))
         } else if case .active(_, _, let resolver, _) = role, let custom = resolver?.resolve, let remote = try? RevisionID(rev) {
             ConflictResolving.resolve(database: database, documentID: documentID, local: local, remote: remote,
-                                      using: custom, reporter: reporter)
+                                      using: custom, reporter: reporter, logger: logger)
         }
     }
 

@@ -56,7 +56,5 @@ enum ReplicationProtocol {
     enum Domain {
         /// HTTP statuses: Sync Gateway's domain for replication errors (409, 403, 503, ...).
         static let http = "HTTP"
-        /// BLIP's own (404: no handler for the profile).
-        static let blip = "BLIP"
     }
 }
