@@ -1,4 +1,4 @@
-/// Queries (seed 004): all documents by ID range, documents of a type, documents matching a
+/// Queries (docs/store.md §8): all documents by ID range, documents of a type, documents matching a
 /// predicate, and optional indexes on fields. Results are current revisions in document-ID
 /// order; tombstones are excluded unless `includeDeleted`. Page with `after:` (the last ID of
 /// the previous page) and `limit`.

@@ -298,7 +298,7 @@ final class WriteTransaction {
             case .concurrency(.failOnConflict):
                 throw .conflict(documentID: doc.id)
             case .concurrency(.lastWriteWins):
-                // Deletes win (seed 002): a save over a concurrent deletion is refused; a
+                // Deletes win (docs/store.md §6): a save over a concurrent deletion is refused; a
                 // deletion over a concurrent deletion has nothing left to do.
                 if let cur = currentNode, cur.isDeleted {
                     if deleted { return try document(doc.id, node: cur, sequence: stored?.sequence ?? 0) }

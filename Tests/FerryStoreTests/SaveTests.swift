@@ -1,7 +1,7 @@
 @testable import FerryStore
 import Testing
 
-/// Saving with concurrency control and conflict handlers (seed 002), deletion, purge.
+/// Saving with concurrency control and conflict handlers (docs/store.md §6), deletion, purge.
 @Suite struct SaveTests {
     @Test func failOnConflictRefusesAStaleSaveAndWritesNothing() throws {
         let (db, dir) = try freshDatabase()

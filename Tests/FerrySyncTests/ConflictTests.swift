@@ -3,7 +3,8 @@ import FerryStore
 import Synchronization
 import Testing
 
-/// The seed's "Conflicts when Replicating", end to end: Molly and Naomi edit the same document
+/// Couchbase Lite's "Conflicts when Replicating" example (its "Handling Data Conflicts" page;
+/// Protocol/revisions.md, "Default resolver"), end to end: Molly and Naomi edit the same document
 /// while apart, then sync (Molly connects to Naomi, push and pull); both must end with the same
 /// current revision and body.
 @Suite("Molly and Naomi resolve conflicts the same way")
