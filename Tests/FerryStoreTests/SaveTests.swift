@@ -46,7 +46,8 @@ import Testing
         var mine = original
         mine["name"] = "apples"
         let saved = try db.save(mine) { new, current in
-            // Seed 002: keep the new values, take the rest from the current document.
+            // The conflict-handler example of Couchbase Lite's "Handling Data Conflicts" page:
+            // keep the new values, take the rest from the current document.
             guard let current else { return false }
             new.properties.merge(current.properties) { first, _ in first }
             return true
