@@ -46,8 +46,7 @@ import Testing
         var mine = original
         mine["name"] = "apples"
         let saved = try db.save(mine) { new, current in
-            // The conflict-handler example of Couchbase Lite's "Handling Data Conflicts" page:
-            // keep the new values, take the rest from the current document.
+            // A merging handler: keep the new values, take the rest from the current document.
             guard let current else { return false }
             new.properties.merge(current.properties) { first, _ in first }
             return true
