@@ -22,7 +22,7 @@ public struct AttachmentInfo: Sendable, Equatable {
 /// (`Attachment.isFetched == false`) and can be fetched later with `Replicator.fetchAttachments`.
 public typealias AttachmentDownloadPolicy = @Sendable (AttachmentInfo) -> Bool
 
-/// Attachments on the wire (reference §3.9): the receiver of a `rev` asks the sender for every
+/// Attachments on the wire (Protocol/replication.md, "Attachments"): the receiver of a `rev` asks the sender for every
 /// blob it lacks with `getAttachment` (`digest`, `docID`), checks length and SHA-1, stores it,
 /// and only then stores the revision — so a stored revision's attachments are present unless a
 /// download policy skipped them.

@@ -4,7 +4,7 @@ import FerryStore
 import Foundation
 import Synchronization
 
-/// Where a replication stands, kept on both sides (reference §3.3): locally in a local
+/// Where a replication stands, kept on both sides (Protocol/replication.md, "Checkpoints"): locally in a local
 /// document, and on the peer with `setCheckpoint`, under an ID derived from the local database
 /// UUID, the peer's URL and the filters, so that a different replication never reuses it.
 ///

@@ -40,8 +40,10 @@ final class Inserter: Sendable {
         /// Identifies the current waiter, so a late linger timer leaves a newer one alone.
         var waiterID = 0
         var closed = false
-        /// A batch smaller than this waits (briefly) for revisions announced as coming.
+        /// A batch smaller than this waits (briefly) for revisions on their way: at most
+        /// `lingerLimit`, less after a wait timed out (see `run`).
         var lingerBatch = 64
+        var lingerLimit = 64
         /// The most revisions one transaction takes.
         var maxBatch: Int
         /// A transaction was asked for even if nothing is queued (`requestCommit`).
@@ -106,7 +108,10 @@ final class Inserter: Sendable {
     /// Sets the batch size under which the inserter waits for announced revisions (a puller
     /// sets half its `changes` batch size: the feeder never has more unanswered).
     func setLingerBatch(_ n: Int) {
-        queue.withLock { $0.lingerBatch = max(1, n) }
+        queue.withLock { q in
+            q.lingerLimit = max(1, n)
+            q.lingerBatch = q.lingerLimit
+        }
     }
 
     /// Sets the most revisions one transaction takes (a puller: half the feeder's window).
@@ -131,6 +136,12 @@ final class Inserter: Sendable {
             if let batch = queue.withLock({ $0.wantsToLinger ? $0.lingerBatch : nil }) {
                 await waitForWork(threshold: batch, timeout: ReplicatorTuning.lingerTime)
             }
+            // More queued than the linger size (lowered by a wait that timed out, see
+            // `waitForWork`): the sender's window is larger, so the size doubles back, up to
+            // the limit.
+            queue.withLock { q in
+                if q.items.count > q.lingerBatch { q.lingerBatch = min(q.lingerLimit, q.lingerBatch * 2) }
+            }
             guard let (items, commit) = takeNow() else { return }
             if !items.isEmpty || commit { insert(items) }
         }
@@ -153,6 +164,10 @@ final class Inserter: Sendable {
                 try? await Task.sleep(for: timeout)
                 let late = self.queue.withLock { q -> CheckedContinuation<Void, Never>? in
                     guard q.waiterID == id, q.waiter != nil else { return nil }
+                    // A sender that keeps fewer revisions unanswered than the linger size (a
+                    // simple client's small window) cannot fill the batch before it is
+                    // answered: linger next time only for as many as came in time.
+                    q.lingerBatch = max(1, q.items.count)
                     defer { q.waiter = nil }
                     return q.waiter
                 }

@@ -31,7 +31,7 @@ final class Puller: Sendable {
     let logger: Logger
     private let ledger: PullLedger
     private let inserter: Inserter
-    private let batches: AsyncStream<BLIPIncomingRequest>.Continuation
+    private let batches = RequestQueue()
     private let consumer: Task<Void, Never>
 
     /// `maxPendingRevisions`: the ledger's gate (see `PullLedger`).
@@ -58,16 +58,27 @@ final class Puller: Sendable {
         case .passive:
             inserter = Inserter(database: database, remote: nil, resolver: nil, allowConflicts: false,
                                 maxBatch: ReplicatorTuning.passiveTransactionSize, onTheWay: { ledger.onTheWay })
+            inserter.setLingerBatch(ReplicatorTuning.passiveLingerBatch)
         }
-        let (stream, continuation) = AsyncStream<BLIPIncomingRequest>.makeStream()
-        batches = continuation
-        // Batches are handled one at a time, in arrival order, off the event loop, each once
-        // the ledger has room.
-        consumer = Task { [database, inserter, reporter, logger] in
-            for await request in stream {
-                guard await ledger.waitForRoom() else { break }
-                Puller.answer(request, database: database, ledger: ledger, inserter: inserter, reporter: reporter,
-                              logger: logger, recordsSequences: role.isActive)
+        // Batches are handled in arrival order, off the event loop, each once the ledger has
+        // room; consecutive proposals (one per message, from a simple client) are answered
+        // together.
+        let answerer = Answerer(database: database, ledger: ledger, inserter: inserter, reporter: reporter, logger: logger,
+                                recordsSequences: role.isActive)
+        consumer = Task { [batches] in
+            while let requests = await batches.next() {
+                var rest = requests[...]
+                while let first = rest.first {
+                    guard await ledger.waitForRoom() else { return }
+                    if first.message.profile == ReplicationProtocol.Profile.proposeChanges {
+                        let run = rest.prefix { $0.message.profile == ReplicationProtocol.Profile.proposeChanges }
+                        answerer.answerProposals(Array(run))
+                        rest = rest.dropFirst(run.count)
+                    } else {
+                        answerer.answerChanges(first)
+                        rest = rest.dropFirst()
+                    }
+                }
             }
         }
     }
@@ -78,8 +89,8 @@ final class Puller: Sendable {
     func register() {
         let queue = batches
         typealias P = ReplicationProtocol.Profile
-        connection.register(profile: P.changes) { queue.yield($0) }
-        if !role.isActive { connection.register(profile: P.proposeChanges) { queue.yield($0) } }
+        connection.register(profile: P.changes) { queue.append($0) }
+        if !role.isActive { connection.register(profile: P.proposeChanges) { queue.append($0) } }
         connection.register(profile: P.rev) { [self] in handleRev($0) }
         connection.register(profile: P.norev) { [self] in handleNoRev($0) }
         let db = database
@@ -118,75 +129,6 @@ final class Puller: Sendable {
         ledger.close()
         await consumer.value
         await inserter.close()
-    }
-
-    // MARK: changes / proposeChanges
-
-    /// Answers one batch: which of its revisions to send.
-    private static func answer(_ request: BLIPIncomingRequest, database: Database, ledger: PullLedger, inserter: Inserter,
-                               reporter: Reporter, logger: Logger, recordsSequences: Bool) {
-        let message = request.message
-        let proposing = message.profile == ReplicationProtocol.Profile.proposeChanges
-        let keys: [(documentID: String, revisionID: String)]
-        var sequences: [JSONValue]?
-        let wanted: [Bool]
-        let reply: (properties: BLIPProperties, body: [UInt8])
-        do throws(ReplicationError) {
-            if proposing {
-                let proposals = try ReplicationMessages.decodeProposals(message.body)
-                guard !proposals.isEmpty else { return caughtUp(request, ledger: ledger, inserter: inserter, reporter: reporter) }
-                // Unanswerable, its revisions would never be asked for.
-                guard !message.isNoReply else { return }
-                reporter.found(proposals.count, direction: .pull)
-                let statuses: [ReplicationMessages.ProposalStatus]
-                do { statuses = try RevFinder.answer(proposals, database: database) } catch { throw .store(error) }
-                keys = proposals.map { ($0.documentID, $0.revisionID) }
-                wanted = statuses.map { if case .send = $0 { true } else { false } }
-                let withRev = message.properties.bool(ReplicationProtocol.Property.conflictIncludesRev)
-                reply = ([], ReplicationMessages.encodeProposalStatuses(statuses, conflictIncludesRev: withRev))
-            } else {
-                let entries = try ReplicationMessages.decodeChanges(message.body)
-                guard !entries.isEmpty else { return caughtUp(request, ledger: ledger, inserter: inserter, reporter: reporter) }
-                guard !message.isNoReply else { return }
-                reporter.found(entries.count, direction: .pull)
-                let answers: [ReplicationMessages.ChangeAnswer]
-                do { answers = try RevFinder.answer(entries, database: database) } catch { throw .store(error) }
-                keys = entries.map { ($0.documentID, $0.revisionID) }
-                if recordsSequences { sequences = entries.map(\.sequence) }
-                wanted = answers.map { if case .send = $0 { true } else { false } }
-                reply = ([(ReplicationProtocol.Property.maxHistory, String(ReplicatorTuning.maxHistory))],
-                         ReplicationMessages.encodeChangeAnswers(answers))
-            }
-        } catch {
-            // A batch we cannot read or answer cannot be checkpointed past, and unanswered its
-            // revisions would never come: the session ends with the error (a transient store
-            // error is retried), and the next one lists them again.
-            logger.warning("cannot answer \(message.profile ?? "")", metadata: ["error": "\(error)"])
-            if case .store(let e) = error { request.respondHTTPError(e.wireStatus, e.wireMessage) }
-            else { request.respondHTTPError(400, "\(error)") }
-            ledger.end(with: error)
-            return
-        }
-        let skipped = wanted.count { !$0 }
-        // Entries after the caught-up marker (a continuous feed) keep it: the session is idle
-        // again as soon as what they asked for is stored, which may be at once.
-        let standing = ledger.requested(keys, sequences: sequences, wanted: wanted)
-        // A batch of changes we already have (a peer listing back what we pushed it, as Sync
-        // Gateway does) brings no revision whose transaction would save the checkpoint: ask for
-        // one, so the next session does not list them again (LiteCore does the same).
-        if standing.checkpointBehind && skipped == wanted.count { inserter.requestCommit() }
-        reporter.caughtUp(.pull, standing.idle)
-        reporter.completed(skipped)
-        request.respond(properties: reply.properties, body: reply.body)
-    }
-
-    /// The empty batch: the peer has nothing more to list (for now, if continuous).
-    private static func caughtUp(_ request: BLIPIncomingRequest, ledger: PullLedger, inserter: Inserter, reporter: Reporter) {
-        if !request.message.isNoReply { request.respond() }
-        let standing = ledger.caughtUp()
-        // Listed changes that were all known (or given up on) still move the checkpoint.
-        if standing.checkpointBehind { inserter.requestCommit() }
-        if standing.idle { reporter.caughtUp(.pull) }
     }
 
     // MARK: rev / norev

@@ -5,7 +5,7 @@ import Logging
 /// Sends this database's changes to a peer: reads the change feed in batches, asks the peer
 /// which revisions it wants, sends those as `rev` messages and learns which the peer stored,
 /// with a bounded amount in flight (see `run`). Two modes, one per role
-/// (reference §3.12):
+/// (Protocol/replication.md, "Push flow" and "Pull flow"):
 /// - `.propose` — the active pusher: `proposeChanges` naming the remote parent, revisions sent
 ///   with `noconflicts`; the peer refuses anything that would fork its copy (409).
 /// - `.changes` — a passive peer answering `subChanges`: `changes` with sequences, the puller

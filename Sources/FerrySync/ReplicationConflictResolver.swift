@@ -1,7 +1,7 @@
 import FerryStore
 import Foundation
 
-/// How a replicator resolves a conflict it pulled (Protocol/revisions.md; the seed on conflicts).
+/// How a replicator resolves a conflict it pulled (Protocol/revisions.md, "Resolver input" and "Default resolver").
 ///
 /// A custom resolver gets the conflict — `local` is this database's current revision, `remote`
 /// the pulled leaf, nil for a tombstone — and returns the document to keep: `local`, `remote`,
@@ -16,7 +16,7 @@ import Foundation
 ///   what is pending before it returns).
 ///
 /// Resolvers must be pure functions of their input and should be symmetric, so that two peers
-/// converge (Protocol/revisions.md, "Convergence").
+/// converge (Protocol/revisions.md, "Convergence rules").
 public struct ReplicationConflictResolver: Sendable {
     let resolve: (@Sendable (Conflict) throws -> Document?)?
 

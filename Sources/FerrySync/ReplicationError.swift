@@ -4,7 +4,7 @@ import FerryNet
 import FerryWebSocket
 
 /// Why a replication, or one document in it, failed. `isTransient` says whether the replicator
-/// retries (Couchbase Lite's transient set, reference §1.8).
+/// retries (Couchbase Lite's transient set, Protocol/replication.md, "Retries and transient errors").
 public enum ReplicationError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The target is not a `ws://host:port/db` URL.
     case invalidURL(String)

@@ -20,7 +20,7 @@ enum ReplicationMessages {
         var bodySize: Int? = nil
 
         var isDeleted: Bool { deletedFlags & 1 != 0 }
-        /// Reference §3.5: values other than 0, 1 and 5 are access losses, not revisions to fetch.
+        /// Protocol/replication.md, "changes": values other than 0, 1 and 5 are access losses, not revisions to fetch.
         var isAccessLoss: Bool { ![0, 1, 5].contains(deletedFlags) }
     }
 
@@ -31,7 +31,7 @@ enum ReplicationMessages {
         var remoteParent: String?
     }
 
-    /// What the receiver of `proposeChanges` says about one entry (reference §3.6).
+    /// What the receiver of `proposeChanges` says about one entry (Protocol/replication.md, "proposeChanges").
     enum ProposalStatus: Sendable, Equatable {
         /// Send it (0).
         case send
@@ -43,7 +43,7 @@ enum ReplicationMessages {
         case error(Int)
     }
 
-    /// What the receiver of `changes` says about one entry (reference §3.5).
+    /// What the receiver of `changes` says about one entry (Protocol/replication.md, "changes").
     enum ChangeAnswer: Sendable, Equatable {
         /// Send it; the receiver has these ancestors (possibly none).
         case send(knownRevisions: [String])

@@ -3,7 +3,7 @@ import FerryStore
 import FerryWebSocket
 
 /// Everything a `Replicator` needs, as a value (Couchbase Lite's `ReplicatorConfiguration`,
-/// field-notes §2–3). Only `database` and `target` are required.
+/// docs/sync.md). Only `database` and `target` are required.
 public struct ReplicatorConfiguration: Sendable {
     /// Which directions to replicate.
     public enum ReplicatorType: String, Sendable, CaseIterable {
@@ -69,7 +69,7 @@ public struct ReplicatorConfiguration: Sendable {
     public var batchSize = ReplicatorConfiguration.defaultBatchSize
     /// The most revisions a pull has asked for and not stored yet (on their way, their
     /// attachments downloading, or queued for the writer) before it takes no further `changes`
-    /// message (as LiteCore's puller does past `kMaxPendingRevs`). So at most this plus one batch
+    /// message (as LiteCore's puller does past `kDefaultMaxRevsBeingRequested`). So at most this plus one batch
     /// are pending, however many `changes` messages the peer keeps in flight; it bounds what a
     /// peer can pile up in memory. Values below 1 count as 1. nil (the default): as many as a
     /// Ferry pusher keeps in flight at this `batchSize` (four batches), so against a Ferry

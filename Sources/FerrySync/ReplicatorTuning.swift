@@ -46,6 +46,11 @@ enum ReplicatorTuning {
     /// fewer commits rewrite the indexes' hot pages less.
     static let passiveTransactionSize = batchSize
 
+    /// A listener's transaction smaller than this waits for revisions on their way: half a
+    /// transaction. A pushing client's window is unknown; the inserter lowers this to what the
+    /// client keeps in flight once a wait times out.
+    static let passiveLingerBatch = passiveTransactionSize / 2
+
     // MARK: Messages
 
     /// Ancestors sent in a `rev`'s history (LiteCore's default `maxHistory`).

@@ -1,7 +1,7 @@
 import FerryStore
 
 /// Answers the two "do you want these?" messages against the local database: `changes`
-/// (reference §3.5: send me this, I have these ancestors) and `proposeChanges` (§3.6: the
+/// (Protocol/replication.md, "changes": send me this, I have these ancestors) and `proposeChanges` (Protocol/replication.md, "proposeChanges": the
 /// conflict check a passive peer makes before accepting a push).
 enum RevFinder {
     static func answer(_ entries: [ReplicationMessages.ChangeEntry],

@@ -1,7 +1,7 @@
 import FerryBLIP
 import FerryStore
 
-/// Builds and reads `rev` messages (reference §3.7): properties `id`, `rev`, `history` (the
+/// Builds and reads `rev` messages (Protocol/replication.md, "rev"): properties `id`, `rev`, `history` (the
 /// ancestors, newest first, comma-separated, cut at the first revision the receiver has and
 /// at `maxHistory`), `deleted`, `sequence`, `noconflicts`; the body is the revision's JSON
 /// without meta properties.

@@ -2,7 +2,7 @@ import FerryBLIP
 import FerryStore
 
 /// The first steps of taking a `rev`, the same for both roles: read it (malformed ⇒ `HTTP`/400),
-/// fetch the attachments it needs that are not here (reference §3.9: off the event loop, before
+/// fetch the attachments it needs that are not here (Protocol/replication.md, "Attachments": off the event loop, before
 /// the revision is stored), then hand it to `store`. A failed download is answered with its
 /// status and reported to `failed`; nothing is stored for it. Returns false for a malformed
 /// `rev` (answered here; neither `failed` nor `store` is called for it).

@@ -2,7 +2,7 @@ import FerryBLIP
 import FerryStore
 
 extension StoreError {
-    /// The HTTP-style status a refusal is reported with on the wire (reference §3.7: 409
+    /// The HTTP-style status a refusal is reported with on the wire (Protocol/replication.md, "rev": 409
     /// conflict, 403 rejected by validation, 400 malformed, 503 for a failure that may pass
     /// (disk full, I/O: the sender retries it later), 500 anything else).
     var wireStatus: Int {

@@ -28,6 +28,8 @@ struct SyncBench: AsyncParsableCommand {
     @Option(help: "Revisions a pull asked for and has not stored before it takes no more `changes`.")
     var maxConcurrentRevisions: Int?
     @Flag(help: "Skip the store ceiling and the latency samples (for profiling push and pull).") var replicationOnly = false
+    @Option(help: "Documents the simple client keeps in flight (its push is measured beside Ferry's; 0 = skip it).")
+    var simpleWindow = 100
 
     static func now() -> Double {
         var ts = timespec()
@@ -106,20 +108,8 @@ struct SyncBench: AsyncParsableCommand {
         print("RSS after preparing: \(String(format: "%.0f", Self.vmHWM())) MiB")
 
         // The passive peer: a `ferry serve` child process.
-        let servedPath = path("served")
-        let ferry = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("ferry")
-        let child = Process()
-        child.executableURL = ferry
-        child.arguments = ["serve", "--db", servedPath, "--port", "0", "--name", "served"]
-        let out = Pipe()
-        child.standardOutput = out
-        try child.run()
+        let (child, url) = try startServe(path("served"))
         defer { child.terminate(); child.waitUntilExit() }
-        var line: [UInt8] = []
-        var c: UInt8 = 0
-        while read(out.fileHandleForReading.fileDescriptor, &c, 1) == 1, c != UInt8(ascii: "\n") { line.append(c) }
-        guard let url = String(decoding: line, as: UTF8.self).split(separator: " ").first(where: { $0.hasPrefix("ws://") })?
-            .replacingOccurrences(of: "/_blipsync", with: "") else { throw ValidationError("ferry serve did not start") }
 
         var push = ReplicatorConfiguration(database: source, target: url)
         push.type = .push
@@ -129,6 +119,17 @@ struct SyncBench: AsyncParsableCommand {
         try await Replicator(configuration: push).run()
         let pushRate = Double(count) / (Self.now() - t)
         let pushCPU = (Self.cpuSelf() - cpu.0, Self.cpu(pid: child.processIdentifier) - cpu.1)
+
+        // The same documents pushed by a client without Ferry's habits, to a fresh server.
+        var simple: (rate: Double, serveCPU: Double, stored: Int)?
+        if simpleWindow > 0 {
+            let (other, otherURL) = try startServe(path("served-simple"))
+            defer { other.terminate(); other.waitUntilExit() }
+            let t = Self.now()
+            let before = Self.cpu(pid: other.processIdentifier)
+            let stored = try await SimplePusher.push(source, to: otherURL, window: simpleWindow)
+            simple = (Double(count) / (Self.now() - t), Self.cpu(pid: other.processIdentifier) - before, stored)
+        }
 
         let pulledPath = path("pulled")
         let pulled = try Database.open(at: pulledPath)
@@ -176,17 +177,41 @@ struct SyncBench: AsyncParsableCommand {
         let p50 = samples.isEmpty ? 0 : samples[samples.count / 2]
         let p99 = samples.isEmpty ? 0 : samples[min(samples.count - 1, samples.count * 99 / 100)]
 
-        for name in ["ceiling", "source", "served", "pulled", "lat-a", "lat-b"] { _ = path(name) }
+        for name in ["ceiling", "source", "served", "served-simple", "pulled", "lat-a", "lat-b"] { _ = path(name) }
+        let simpleLine = simple.map { s in
+            "push, simple client (window \(simpleWindow)) \(Int(s.rate)) docs/s, serve CPU \(Int(s.serveCPU * 1e6 / Double(count))) µs/doc "
+                + "(\(String(format: "%.2f", s.serveCPU / max(pushCPU.1, 1e-9)))× Ferry's client), stored \(s.stored)\n"
+        } ?? ""
         print("""
 
         workload (\(count) × ~1 KiB docs)              rate
         store ceiling (replicated insert, 200/txn)  \(Int(ceiling)) docs/s
         push  (this process → ferry serve)          \(Int(pushRate)) docs/s  (\(String(format: "%.2f", pushRate / ceiling))× ceiling)
         pull  (ferry serve → this process)          \(Int(pullRate)) docs/s  (\(String(format: "%.2f", pullRate / ceiling))× ceiling)
-        CPU per document (µs): push this \(Int(pushCPU.0 * 1e6 / Double(count))), serve \(Int(pushCPU.1 * 1e6 / Double(count))); pull this \(Int(pullCPU.0 * 1e6 / Double(count))), serve \(Int(pullCPU.1 * 1e6 / Double(count)))
+        \(simpleLine)CPU per document (µs): push this \(Int(pushCPU.0 * 1e6 / Double(count))), serve \(Int(pushCPU.1 * 1e6 / Double(count))); pull this \(Int(pullCPU.0 * 1e6 / Double(count))), serve \(Int(pullCPU.1 * 1e6 / Double(count)))
         pulled documents                            \(pulledCount)
         propagation latency, continuous (\(latencySamples) docs)  p50 \(String(format: "%.2f", p50)) ms, p99 \(String(format: "%.2f", p99)) ms
         peak RSS: this process \(String(format: "%.0f", selfRSS)) MiB, ferry serve \(String(format: "%.0f", childRSS)) MiB
         """)
+    }
+
+    /// Starts `ferry serve` (the binary beside this one) on `path`, port 0; returns it and its URL.
+    func startServe(_ path: String) throws -> (Process, String) {
+        let ferry = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("ferry")
+        let child = Process()
+        child.executableURL = ferry
+        child.arguments = ["serve", "--db", path, "--port", "0", "--name", "served"]
+        let out = Pipe()
+        child.standardOutput = out
+        try child.run()
+        var line: [UInt8] = []
+        var c: UInt8 = 0
+        while read(out.fileHandleForReading.fileDescriptor, &c, 1) == 1, c != UInt8(ascii: "\n") { line.append(c) }
+        guard let url = String(decoding: line, as: UTF8.self).split(separator: " ").first(where: { $0.hasPrefix("ws://") })?
+            .replacingOccurrences(of: "/_blipsync", with: "") else {
+            child.terminate()
+            throw ValidationError("ferry serve did not start")
+        }
+        return (child, url)
     }
 }
