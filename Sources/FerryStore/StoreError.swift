@@ -47,6 +47,17 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A file-system failure (blob files, copying a prebuilt database).
     case io(operation: String, errno: Int32)
 
+    /// Whether the error is the store's, not the one document's: the database or the machine
+    /// failed (SQLite, I/O, a corrupt or foreign file, a closed database). In a batch of
+    /// inserts such an error fails the whole transaction, where a document's own error (a
+    /// conflict, a rejection, bad JSON) fails only that document.
+    public var isFatal: Bool {
+        switch self {
+        case .sqlite, .corrupt, .notADatabase, .closed, .io: return true
+        default: return false
+        }
+    }
+
     /// Whether the same operation may succeed later: the machine failed, not the data — the
     /// disk is full, an I/O error, the file is locked or memory ran out. A replicator retries
     /// these (and does not checkpoint past what they refused); everything else is permanent.

@@ -84,8 +84,8 @@ enum AttachmentTransfer {
                       database: Database) async throws(ReplicationError) {
         let reply: BLIPMessage
         do {
-            reply = try await connection.send(.request(profile: "getAttachment",
-                                                       properties: [("digest", digest.description), ("docID", documentID)]))
+            reply = try await connection.send(.request(profile: ReplicationProtocol.Profile.getAttachment,
+                                                       properties: [(ReplicationProtocol.Property.digest, digest.description), (ReplicationProtocol.Property.docID, documentID)]))
         } catch { throw ReplicationError(error) }
         guard Int64(reply.body.count) == length, BlobDigest(of: reply.body) == digest else {
             throw .protocolError("attachment \(digest) of \(documentID): the peer sent \(reply.body.count) bytes that do not match")
@@ -98,12 +98,12 @@ enum AttachmentTransfer {
     static func serve(_ request: BLIPIncomingRequest, database: Database) {
         Task {
             let p = request.message.properties
-            guard let text = p["digest"], let digest = try? BlobDigest(text) else {
+            guard let text = p[ReplicationProtocol.Property.digest], let digest = try? BlobDigest(text) else {
                 return request.respondHTTPError(400, "getAttachment needs a sha1- digest")
             }
             do {
                 let bytes = try database.readBlob(digest: digest).readAll()
-                request.respond(body: bytes, compressed: p.bool("compress"))
+                request.respond(body: bytes, compressed: p.bool(ReplicationProtocol.Property.compress))
             } catch {
                 request.respondHTTPError(404, "no attachment \(text)")
             }

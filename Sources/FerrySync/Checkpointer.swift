@@ -58,8 +58,6 @@ final class Checkpointer: Sendable {
     private let lastStart = Mutex<Start?>(nil)
     /// When pushed progress was last written, and whether some is not written yet.
     private let pushSaves = Mutex<(last: ContinuousClock.Instant?, dirty: Bool)>((nil, false))
-    /// The shortest time between two saves of pushed progress while a push is under way.
-    static let pushSaveInterval = Duration.seconds(1)
     private let peerSave = Mutex<Task<Void, Never>?>(nil)
 
     var localDocumentID: String { "checkpoint/" + id }
@@ -100,8 +98,8 @@ final class Checkpointer: Sendable {
         } catch { throw .store(error) }
         var peer: (rev: String, value: Value)?
         do {
-            let reply = try await connection.send(.request(profile: "getCheckpoint", properties: [("client", id)]))
-            if let rev = reply.properties["rev"],
+            let reply = try await connection.send(.request(profile: ReplicationProtocol.Profile.getCheckpoint, properties: [(ReplicationProtocol.Property.client, id)]))
+            if let rev = reply.properties[ReplicationProtocol.Property.rev],
                case .object(let o)? = try? JSONParser.parse(reply.body, sizeLimit: 1 << 20) {
                 peer = (rev, Value(o))
             }
@@ -168,7 +166,7 @@ final class Checkpointer: Sendable {
         state.withLock { s in s.value.local = max(s.value.local, local) }
         let now = ContinuousClock.now
         let due = pushSaves.withLock { p -> Bool in
-            let due = settled || p.last.map { now - $0 >= Self.pushSaveInterval } ?? true
+            let due = settled || p.last.map { now - $0 >= ReplicatorTuning.pushSaveInterval } ?? true
             p.dirty = !due
             if due { p.last = now }
             return due
@@ -197,12 +195,12 @@ final class Checkpointer: Sendable {
             let (value, rev, saved) = state.withLock { ($0.value, $0.remoteRev, $0.savedToPeer) }
             guard value != saved else { return }
             for _ in 0..<2 {
-                var props: BLIPProperties = [("client", id)]
-                if let rev = state.withLock({ $0.remoteRev }) ?? rev { props = [("client", id), ("rev", rev)] }
+                var props: BLIPProperties = [(ReplicationProtocol.Property.client, id)]
+                if let rev = state.withLock({ $0.remoteRev }) ?? rev { props = [(ReplicationProtocol.Property.client, id), (ReplicationProtocol.Property.rev, rev)] }
                 do throws(BLIPError) {
-                    let reply = try await connection.send(.request(profile: "setCheckpoint", properties: props,
+                    let reply = try await connection.send(.request(profile: ReplicationProtocol.Profile.setCheckpoint, properties: props,
                                                                    body: CanonicalJSON.encode(.object(value.json))))
-                    let rev = reply.properties["rev"]
+                    let rev = reply.properties[ReplicationProtocol.Property.rev]
                     state.withLock { $0.remoteRev = rev; $0.savedToPeer = value }
                     // Remembered, so the next start can tell this copy from an older one a
                     // restored peer would show.
@@ -210,8 +208,8 @@ final class Checkpointer: Sendable {
                     return
                 } catch {
                     guard case .errorResponse(_, let code, _) = error, code == 409 || code == 404 else { return }
-                    let reply = try? await connection.send(.request(profile: "getCheckpoint", properties: [("client", id)]))
-                    state.withLock { $0.remoteRev = reply?.properties["rev"] }
+                    let reply = try? await connection.send(.request(profile: ReplicationProtocol.Profile.getCheckpoint, properties: [(ReplicationProtocol.Property.client, id)]))
+                    state.withLock { $0.remoteRev = reply?.properties[ReplicationProtocol.Property.rev] }
                 }
             }
         }

@@ -1,12 +1,13 @@
 import FerryStore
+import Logging
 
 /// Runs a custom conflict resolver against the database and reports the outcome as a document
-/// event. A resolver that throws or answers for another document leaves the conflict stored
-/// (the next run, or `stop()`, tries again).
+/// event (and, for a failure, in the log). A resolver that throws or answers with a document
+/// of another database leaves the conflict stored (the next start, or `stop()`, tries again).
 enum ConflictResolving {
     @discardableResult
     static func resolve(database: Database, documentID: String, local: RevisionID, remote: RevisionID,
-                        using custom: @Sendable (Conflict) throws -> Document?, reporter: Reporter) -> Bool {
+                        using custom: @Sendable (Conflict) throws -> Document?, reporter: Reporter, logger: Logger) -> Bool {
         do {
             let localDoc = try database.revision(local, of: documentID)
             let remoteDoc = try database.revision(remote, of: documentID)
@@ -15,7 +16,12 @@ enum ConflictResolving {
                                     remote: remoteDoc?.isDeleted == false ? remoteDoc : nil,
                                     localRevisionID: local, remoteRevisionID: remote)
             let resolution: ConflictResolution
-            do { resolution = try ReplicationConflictResolver.resolution(for: conflict, using: custom) } catch {
+            do {
+                let answer = try ReplicationConflictResolver.resolution(for: conflict, in: database.uuid, using: custom)
+                if let warning = answer.warning { logger.warning("\(warning)", metadata: ["doc": "\(documentID)"]) }
+                resolution = answer.resolution
+            } catch {
+                logger.warning("conflict left for the next start", metadata: ["doc": "\(documentID)", "error": "\(error)"])
                 reporter.event(DocumentEvent(direction: .pull, documentID: documentID, revisionID: remote.description,
                                              isDeleted: false, kind: .failed(error)))
                 return false
@@ -26,6 +32,7 @@ enum ConflictResolving {
                                          isDeleted: resolution == .delete, kind: .conflictResolved))
             return true
         } catch {
+            logger.warning("could not store a conflict's resolution", metadata: ["doc": "\(documentID)", "error": "\(error)"])
             reporter.event(DocumentEvent(direction: .pull, documentID: documentID, revisionID: remote.description,
                                          isDeleted: false, kind: .failed(.store(error))))
             return false
@@ -34,12 +41,12 @@ enum ConflictResolving {
 
     /// Resolves every conflict left in the database (from an earlier run) with `resolver`:
     /// the current revision against each other live leaf.
-    static func resolveAll(database: Database, resolver: ReplicationConflictResolver?, reporter: Reporter) {
+    static func resolveAll(database: Database, resolver: ReplicationConflictResolver?, reporter: Reporter, logger: Logger) {
         guard let ids = try? database.conflictedDocumentIDs() else { return }
         for id in ids {
             if let custom = resolver?.resolve {
                 while let tree = try? database.revisionTree(of: id), let cur = tree.current?.revisionID, let other = tree.conflicts.first {
-                    guard resolve(database: database, documentID: id, local: cur, remote: other, using: custom, reporter: reporter) else { break }
+                    guard resolve(database: database, documentID: id, local: cur, remote: other, using: custom, reporter: reporter, logger: logger) else { break }
                 }
             } else if (try? database.resolveConflicts(of: id)) != nil {
                 reporter.event(DocumentEvent(direction: .pull, documentID: id, revisionID: nil, isDeleted: false, kind: .conflictResolved))

@@ -7,8 +7,8 @@ import Synchronization
 /// reply to a `rev` always means the revision is durable, and a stream of small revisions costs
 /// one commit per batch rather than one per revision.
 ///
-/// When the protocol says more revisions are on their way (`expect`), a batch smaller than the
-/// linger size (64; `setLingerBatch`) waits up to `lingerTime` for them: without it a stream
+/// When more revisions are on their way (the pull ledger's `onTheWay`), a batch smaller than
+/// the linger size (`setLingerBatch`) waits up to `lingerTime` for them: without it a stream
 /// splits into many transactions of a few revisions, each paying a commit. The linger size must
 /// stay well under the sender's window of unanswered revisions (a pull feed's is one batch), so
 /// the sender is never stalled waiting on a batch.
@@ -40,17 +40,17 @@ final class Inserter: Sendable {
         /// Identifies the current waiter, so a late linger timer leaves a newer one alone.
         var waiterID = 0
         var closed = false
-        /// Revisions announced and not yet queued (a hint: norev and failures take theirs back).
-        var expected = 0
         /// A batch smaller than this waits (briefly) for revisions announced as coming.
         var lingerBatch = 64
         /// The most revisions one transaction takes.
         var maxBatch: Int
         /// A transaction was asked for even if nothing is queued (`requestCommit`).
         var commitRequested = false
+        /// Revisions on their way to the queue (the pull ledger's count).
+        let onTheWay: @Sendable () -> Int
+        var expected: Int { onTheWay() }
     }
     private let queue: Mutex<Queue>
-    static let lingerTime: Duration = .milliseconds(2)
 
     /// A planted bug for the cluster harness to catch (Tests/Cluster): with the environment
     /// variable `FERRY_TEST_DROP_INCOMING_DELETIONS=1`, incoming deletions are acknowledged and
@@ -58,15 +58,18 @@ final class Inserter: Sendable {
     static let dropsIncomingDeletions = ProcessInfo.processInfo.environment["FERRY_TEST_DROP_INCOMING_DELETIONS"] == "1"
     private let worker = Mutex<Task<Void, Never>?>(nil)
 
+    /// `onTheWay` tells how many more revisions are coming (the pull ledger's `onTheWay`); it
+    /// is read under the inserter's lock, so it must not call back into the inserter.
     init(database: Database, remote: String?, resolver: ConflictResolver?, allowConflicts: Bool,
-         maxBatch: Int = 200, afterInsert: AfterInsert? = nil, afterCommit: AfterCommit? = nil) {
+         maxBatch: Int = 200, onTheWay: @escaping @Sendable () -> Int = { 0 },
+         afterInsert: AfterInsert? = nil, afterCommit: AfterCommit? = nil) {
         self.database = database
         self.remote = remote
         self.resolver = resolver
         self.allowConflicts = allowConflicts
         self.afterInsert = afterInsert
         self.afterCommit = afterCommit
-        queue = Mutex(Queue(maxBatch: max(1, maxBatch)))
+        queue = Mutex(Queue(maxBatch: max(1, maxBatch), onTheWay: onTheWay))
         // The worker holds the inserter until `close()`; every owner closes it.
         let task = Task { await self.run() }
         worker.withLock { $0 = task }
@@ -77,19 +80,16 @@ final class Inserter: Sendable {
         let (waiter, closed) = queue.withLock { q -> (CheckedContinuation<Void, Never>?, Bool) in
             guard !q.closed else { return (nil, true) }
             q.items.append(Item(revision: revision, completion: completion))
-            q.expected = max(0, q.expected - 1)
             return (q.takeWaiterIfReady(), false)
         }
         if closed { completion(.failure(.closed)); return }
         waiter?.resume()
     }
 
-    /// Announces `n` more revisions on their way (negative: fewer — e.g. a `norev` instead).
-    func expect(_ n: Int) {
-        let waiter = queue.withLock { q -> CheckedContinuation<Void, Never>? in
-            q.expected = max(0, q.expected + n)
-            return q.takeWaiterIfReady()
-        }
+    /// Re-reads `onTheWay` now (it dropped without a revision queued, e.g. a `norev`), so a
+    /// batch waiting for those revisions goes at once.
+    func nudge() {
+        let waiter = queue.withLock { $0.takeWaiterIfReady() }
         waiter?.resume()
     }
 
@@ -129,7 +129,7 @@ final class Inserter: Sendable {
         while true {
             await waitForWork(threshold: 1)
             if let batch = queue.withLock({ $0.wantsToLinger ? $0.lingerBatch : nil }) {
-                await waitForWork(threshold: batch, timeout: Self.lingerTime)
+                await waitForWork(threshold: batch, timeout: ReplicatorTuning.lingerTime)
             }
             guard let (items, commit) = takeNow() else { return }
             if !items.isEmpty || commit { insert(items) }
@@ -153,9 +153,6 @@ final class Inserter: Sendable {
                 try? await Task.sleep(for: timeout)
                 let late = self.queue.withLock { q -> CheckedContinuation<Void, Never>? in
                     guard q.waiterID == id, q.waiter != nil else { return nil }
-                    // What was announced did not come in time (a lost or refused revision):
-                    // stop waiting for it, or every later batch would linger too.
-                    q.expected = 0
                     defer { q.waiter = nil }
                     return q.waiter
                 }
@@ -194,10 +191,8 @@ final class Inserter: Sendable {
                         out.append(.success(try b.insert(item.revision, fromRemote: remote, resolver: resolver,
                                                          allowConflicts: allowConflicts)))
                     } catch {
-                        switch error {
-                        case .sqlite, .corrupt, .notADatabase, .closed, .io: throw error
-                        default: out.append(.failure(error))
-                        }
+                        if error.isFatal { throw error }
+                        out.append(.failure(error))
                     }
                 }
                 try afterInsert?(b, items, out)

@@ -1,336 +1,284 @@
 import FerryBLIP
 import FerryStore
 import Logging
-import Synchronization
 
-/// The active side of a pull (reference §3.12): asks the peer for its changes (`subChanges`),
-/// answers each `changes` batch with what it lacks, stores the `rev`s that follow in batched
-/// transactions (with the checkpoint they complete, in the same transaction), and resolves the
-/// conflicts they create with the configured resolver.
+/// Takes revisions from the peer — the one receiving path of the protocol, for both roles (as
+/// LiteCore runs its passive side through the same puller): answers each `changes` (and, for a
+/// listener, `proposeChanges`) batch with what it lacks, stores the `rev`s that follow in
+/// batched transactions, and keeps each requested revision in one `PullLedger`, which drives
+/// the gate, the checkpoint and the caught-up signal (Protocol/replication.md, "Pull flow").
+///
+/// - `.active`: the replicator's pull. It asks with `subChanges`, writes its checkpoint in the
+///   transaction of the revisions it completes, stores conflicts and resolves them with the
+///   configured resolver.
+/// - `.passive`: a listener taking a client's push. It keeps no checkpoint of its own (the
+///   client's is served by `PassivePeer`) and never stores a conflict from the wire: an insert
+///   that would fork the document is refused with 409.
 final class Puller: Sendable {
-    final class State: Sendable {
-        struct Value {
-            var tracker = SequenceTracker()
-            var caughtUp = false
-            /// Set when the peer broke the protocol or a revision could not be stored for a
-            /// reason that may pass; ends the session.
-            var error: ReplicationError?
-            /// Set once a transaction failed as a whole: the tracker may count its revisions
-            /// done, so no later transaction of this session may save the checkpoint.
-            var storeFailed = false
-            /// The checkpoint last written (by a transaction that may still be committing).
-            var recorded: JSONValue?
-            /// Revisions handed to the inserter whose completion has not finished: a stored
-            /// revision counts as done in the tracker inside its transaction, but a custom
-            /// resolver runs in the completion, after it — a one-shot pull that ended before it
-            /// would leave the resolution for no push to send.
-            var storing = 0
-
-            /// Whether the tracker has passed the checkpoint last written: only known or given-up
-            /// changes were listed since, and no revision's transaction will save it.
-            var checkpointBehind: Bool { !storeFailed && tracker.checkpoint != nil && tracker.checkpoint != recorded }
-            var waiters: [(continuous: Bool, continuation: CheckedContinuation<ReplicationError?, Never>)] = []
-
-            mutating func releaseAll() -> [CheckedContinuation<ReplicationError?, Never>] {
-                defer { waiters = [] }
-                return waiters.map(\.continuation)
-            }
-
-            /// The waiters that can be released now.
-            mutating func releasable() -> [CheckedContinuation<ReplicationError?, Never>] {
-                let idle = caughtUp && tracker.isEmpty && storing == 0
-                var out: [CheckedContinuation<ReplicationError?, Never>] = []
-                waiters.removeAll { w in
-                    guard error != nil || (idle && !w.continuous) else { return false }
-                    out.append(w.continuation)
-                    return true
-                }
-                return out
-            }
-        }
-        let value = Mutex(Value())
-
-        /// The peer broke the protocol: the session ends with an error (the first one is
-        /// kept), and whoever waits for the pull is told `error`.
-        func end(with error: ReplicationError) {
-            let waiters = value.withLock { s in
-                s.error = s.error ?? error
-                return s.releasable()
-            }
-            for w in waiters { w.resume(returning: error) }
-        }
+    /// Which side of the connection the puller serves.
+    enum Role: Sendable {
+        /// The replicator's pull; `remote` names the peer for remote-revision bookkeeping.
+        case active(remote: String, checkpointer: Checkpointer, resolver: ReplicationConflictResolver?,
+                    downloadPolicy: AttachmentDownloadPolicy?)
+        /// A listener taking a client's push.
+        case passive
     }
 
     let database: Database
     let connection: BLIPConnection
+    let role: Role
     let reporter: Reporter
     let logger: Logger
-    let resolver: ReplicationConflictResolver?
-    let checkpointer: Checkpointer
-    let downloadPolicy: AttachmentDownloadPolicy?
-    private let state: State
-    private let pending: PendingRevisions
+    private let ledger: PullLedger
     private let inserter: Inserter
-    private let changesQueue: AsyncStream<BLIPIncomingRequest>.Continuation
+    private let batches: AsyncStream<BLIPIncomingRequest>.Continuation
     private let consumer: Task<Void, Never>
 
-    init(database: Database, connection: BLIPConnection, remote: String, resolver: ReplicationConflictResolver?,
-         checkpointer: Checkpointer, downloadPolicy: AttachmentDownloadPolicy?, maxPendingRevisions: Int,
+    /// `maxPendingRevisions`: the ledger's gate (see `PullLedger`).
+    init(role: Role, database: Database, connection: BLIPConnection, maxPendingRevisions: Int,
          reporter: Reporter, logger: Logger) {
+        self.role = role
         self.database = database
-        self.downloadPolicy = downloadPolicy
         self.connection = connection
         self.reporter = reporter
         self.logger = logger
-        self.resolver = resolver
-        self.checkpointer = checkpointer
-        let state = State()
-        self.state = state
-        // The default rule resolves in the insert's own transaction; a custom resolver runs
-        // after the commit (it may throw, and the conflict must then stay).
-        let inTransaction: ConflictResolver? = resolver?.resolve == nil ? .default : nil
-        let inserter = Inserter(database: database, remote: remote, resolver: inTransaction, allowConflicts: true,
+        let ledger = PullLedger(limit: maxPendingRevisions)
+        self.ledger = ledger
+        switch role {
+        case .active(let remote, let checkpointer, let resolver, _):
+            // The default rule resolves in the insert's own transaction; a custom resolver runs
+            // after the commit (it may throw, and the conflict must then stay).
+            let inTransaction: ConflictResolver? = resolver?.resolve == nil ? .default : nil
+            inserter = Inserter(database: database, remote: remote, resolver: inTransaction, allowConflicts: true,
+                                onTheWay: { ledger.onTheWay },
                                 afterInsert: { (batch, items, _) throws(StoreError) in
-            let advanced = state.value.withLock { s -> JSONValue? in
-                guard !s.storeFailed else { return nil }
-                for item in items {
-                    s.tracker.complete(documentID: item.revision.documentID, revisionID: item.revision.history.first ?? "")
-                }
-                guard s.checkpointBehind, let cp = s.tracker.checkpoint else { return nil }
-                s.recorded = cp
-                return cp
-            }
-            if let advanced { try checkpointer.recordPulled(upTo: advanced, in: batch) }
-        }, afterCommit: { checkpointer.pulledCommitted() })
-        self.inserter = inserter
+                let done = items.map { ($0.revision.documentID, $0.revision.history.first ?? "") }
+                if let checkpoint = ledger.stored(done) { try checkpointer.recordPulled(upTo: checkpoint, in: batch) }
+            }, afterCommit: { checkpointer.pulledCommitted() })
+        case .passive:
+            inserter = Inserter(database: database, remote: nil, resolver: nil, allowConflicts: false,
+                                maxBatch: ReplicatorTuning.passiveTransactionSize, onTheWay: { ledger.onTheWay })
+        }
         let (stream, continuation) = AsyncStream<BLIPIncomingRequest>.makeStream()
-        changesQueue = continuation
-        let pending = PendingRevisions(limit: maxPendingRevisions)
-        self.pending = pending
-        // `changes` messages are handled one at a time, in arrival order, off the event loop,
-        // each once at most `maxPendingRevisions` revisions asked for are not stored yet.
-        let db = database
-        consumer = Task {
+        batches = continuation
+        // Batches are handled one at a time, in arrival order, off the event loop, each once
+        // the ledger has room.
+        consumer = Task { [database, inserter, reporter, logger] in
             for await request in stream {
-                guard await pending.waitForRoom() else { break }
-                Puller.handleChanges(request, database: db, state: state, pending: pending, inserter: inserter,
-                                     reporter: reporter, checkpointer: checkpointer, logger: logger)
+                guard await ledger.waitForRoom() else { break }
+                Puller.answer(request, database: database, ledger: ledger, inserter: inserter, reporter: reporter,
+                              logger: logger, recordsSequences: role.isActive)
             }
         }
     }
 
-    /// Registers the pull profiles on the connection.
+    /// Registers the receiving profiles on the connection: `changes`, `rev`, `norev`,
+    /// `getAttachment` (the peer fetches the attachments of what it pulls from us too), and for
+    /// a listener `proposeChanges`.
     func register() {
-        let queue = changesQueue
-        connection.register(profile: "changes") { queue.yield($0) }
-        connection.register(profile: "rev") { [self] in handleRev($0) }
-        connection.register(profile: "norev") { [self] in handleNoRev($0) }
+        let queue = batches
+        typealias P = ReplicationProtocol.Profile
+        connection.register(profile: P.changes) { queue.yield($0) }
+        if !role.isActive { connection.register(profile: P.proposeChanges) { queue.yield($0) } }
+        connection.register(profile: P.rev) { [self] in handleRev($0) }
+        connection.register(profile: P.norev) { [self] in handleNoRev($0) }
         let db = database
-        connection.register(profile: "getAttachment") { AttachmentTransfer.serve($0, database: db) }
+        connection.register(profile: P.getAttachment) { AttachmentTransfer.serve($0, database: db) }
     }
 
-    /// Sends `subChanges`; the peer's changes then arrive on their own.
+    /// Sends `subChanges` (active role); the peer's changes then arrive on their own.
     func start(since: JSONValue, continuous: Bool, batchSize: Int, filter: String?, parameters: [String: String],
                documentIDs: [String]?) async throws(ReplicationError) {
-        inserter.setLingerBatch(min(64, batchSize / 2))
-        // A transaction takes at most half the feeder's window (one batch; a Ferry feeder caps
-        // it at 1000): the feeder keeps sending the other half while it commits, instead of
-        // stalling until the whole window is answered. Never more than 200, as before.
-        inserter.setMaxBatch(min(200, batchSize / 2))
-        var props: BLIPProperties = [("since", String(decoding: CanonicalJSON.encode(since), as: UTF8.self)),
-                                     ("batch", String(batchSize))]
-        if continuous { props["continuous"] = "true" }
+        inserter.setLingerBatch(ReplicatorTuning.lingerBatch(feederWindow: batchSize))
+        inserter.setMaxBatch(ReplicatorTuning.pullTransactionSize(feederWindow: batchSize))
+        typealias Q = ReplicationProtocol.Property
+        var props: BLIPProperties = [(Q.since, String(decoding: CanonicalJSON.encode(since), as: UTF8.self)),
+                                     (Q.batch, String(batchSize))]
+        if continuous { props[Q.continuous] = "true" }
         if let filter {
-            props["filter"] = filter
+            props[Q.filter] = filter
             for (k, v) in parameters.sorted(by: { $0.key < $1.key }) { props[k] = v }
         }
         var body: [UInt8] = []
         if let documentIDs { body = CanonicalJSON.encode(.object(["docIDs": .array(documentIDs.map { .string($0) })])) }
-        do { _ = try await connection.send(.request(profile: "subChanges", properties: props, body: body)) }
+        do { _ = try await connection.send(.request(profile: ReplicationProtocol.Profile.subChanges, properties: props, body: body)) }
         catch { throw ReplicationError(error) }
     }
 
     /// Returns once the peer said it is caught up and everything it sent is stored (one-shot),
-    /// or when the peer broke the protocol (then with that error). A continuous puller only
+    /// or when the session ended with an error (then with that error). A continuous puller only
     /// returns for an error (or `close()`).
     func waitUntilDone(continuous: Bool) async -> ReplicationError? {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (c: CheckedContinuation<ReplicationError?, Never>) in
-                let (ready, e) = state.value.withLock { s in
-                    s.waiters.append((continuous, c))
-                    // A cancelled session (stop, lost connection) stops waiting at once.
-                    return (Task.isCancelled ? s.releaseAll() : s.releasable(), s.error)
-                }
-                for w in ready { w.resume(returning: e) }
-            }
-        } onCancel: {
-            let (ready, e) = state.value.withLock { s in (s.releaseAll(), s.error) }
-            for w in ready { w.resume(returning: e) }
-        }
+        await ledger.waitUntilDone(continuous: continuous)
     }
 
     /// Stops taking messages and finishes storing what arrived.
     func close() async {
-        changesQueue.finish()
-        pending.close()
+        batches.finish()
+        ledger.close()
         await consumer.value
         await inserter.close()
-        let waiters = state.value.withLock { s in defer { s.waiters = [] }; return s.waiters }
-        for w in waiters { w.continuation.resume(returning: nil) }
     }
 
-    // MARK: changes
+    // MARK: changes / proposeChanges
 
-    private static func handleChanges(_ request: BLIPIncomingRequest, database: Database, state: State,
-                                      pending: PendingRevisions, inserter: Inserter, reporter: Reporter,
-                                      checkpointer: Checkpointer, logger: Logger) {
-        let entries: [ReplicationMessages.ChangeEntry]
-        do { entries = try ReplicationMessages.decodeChanges(request.message.body) } catch {
-            // A feed we cannot read cannot be checkpointed past: the session ends with the error.
-            logger.warning("bad changes message", metadata: ["error": "\(error)"])
-            request.respondHTTPError(400, "\(error)")
-            state.end(with: error)
-            return
-        }
-        if entries.isEmpty {
-            if !request.message.isNoReply { request.respond() }
-            let (waiters, idle, behind) = state.value.withLock { s in
-                s.caughtUp = true
-                return (s.releasable(), s.tracker.isEmpty, s.checkpointBehind)
+    /// Answers one batch: which of its revisions to send.
+    private static func answer(_ request: BLIPIncomingRequest, database: Database, ledger: PullLedger, inserter: Inserter,
+                               reporter: Reporter, logger: Logger, recordsSequences: Bool) {
+        let message = request.message
+        let proposing = message.profile == ReplicationProtocol.Profile.proposeChanges
+        let keys: [(documentID: String, revisionID: String)]
+        var sequences: [JSONValue]?
+        let wanted: [Bool]
+        let reply: (properties: BLIPProperties, body: [UInt8])
+        do throws(ReplicationError) {
+            if proposing {
+                let proposals = try ReplicationMessages.decodeProposals(message.body)
+                guard !proposals.isEmpty else { return caughtUp(request, ledger: ledger, inserter: inserter, reporter: reporter) }
+                // Unanswerable, its revisions would never be asked for.
+                guard !message.isNoReply else { return }
+                reporter.found(proposals.count, direction: .pull)
+                let statuses: [ReplicationMessages.ProposalStatus]
+                do { statuses = try RevFinder.answer(proposals, database: database) } catch { throw .store(error) }
+                keys = proposals.map { ($0.documentID, $0.revisionID) }
+                wanted = statuses.map { if case .send = $0 { true } else { false } }
+                let withRev = message.properties.bool(ReplicationProtocol.Property.conflictIncludesRev)
+                reply = ([], ReplicationMessages.encodeProposalStatuses(statuses, conflictIncludesRev: withRev))
+            } else {
+                let entries = try ReplicationMessages.decodeChanges(message.body)
+                guard !entries.isEmpty else { return caughtUp(request, ledger: ledger, inserter: inserter, reporter: reporter) }
+                guard !message.isNoReply else { return }
+                reporter.found(entries.count, direction: .pull)
+                let answers: [ReplicationMessages.ChangeAnswer]
+                do { answers = try RevFinder.answer(entries, database: database) } catch { throw .store(error) }
+                keys = entries.map { ($0.documentID, $0.revisionID) }
+                if recordsSequences { sequences = entries.map(\.sequence) }
+                wanted = answers.map { if case .send = $0 { true } else { false } }
+                reply = ([(ReplicationProtocol.Property.maxHistory, String(ReplicatorTuning.maxHistory))],
+                         ReplicationMessages.encodeChangeAnswers(answers))
             }
-            // Listed changes that were all known (or given up on) still move the checkpoint.
-            if behind { inserter.requestCommit() }
-            if idle { reporter.caughtUp(.pull) }
-            for w in waiters { w.resume(returning: nil) }
+        } catch {
+            // A batch we cannot read or answer cannot be checkpointed past, and unanswered its
+            // revisions would never come: the session ends with the error (a transient store
+            // error is retried), and the next one lists them again.
+            logger.warning("cannot answer \(message.profile ?? "")", metadata: ["error": "\(error)"])
+            if case .store(let e) = error { request.respondHTTPError(e.wireStatus, e.wireMessage) }
+            else { request.respondHTTPError(400, "\(error)") }
+            ledger.end(with: error)
             return
         }
-        reporter.found(entries.count, direction: .pull)
-        let answers: [ReplicationMessages.ChangeAnswer]
-        do { answers = try RevFinder.answer(entries, database: database) } catch {
-            // Unanswered, these changes would never be sent: the session ends (a transient
-            // store error is retried) and the next one lists them again.
-            request.respondHTTPError(error.wireStatus, error.wireMessage)
-            state.end(with: .store(error))
-            return
-        }
-        var skipped = 0
-        // Changes after the caught-up marker (a continuous feed) keep `caughtUp`: the session is
-        // idle again as soon as what they asked for is stored, which may be at once.
-        let (idle, behind) = state.value.withLock { s in
-            for (e, a) in zip(entries, answers) {
-                let wanted: Bool
-                if case .send = a { wanted = true } else { wanted = false }
-                if !wanted { skipped += 1 }
-                s.tracker.add(documentID: e.documentID, revisionID: e.revisionID, sequence: e.sequence, done: !wanted)
-            }
-            return (s.caughtUp && s.tracker.isEmpty, skipped == entries.count && s.checkpointBehind)
-        }
+        let skipped = wanted.count { !$0 }
+        // Entries after the caught-up marker (a continuous feed) keep it: the session is idle
+        // again as soon as what they asked for is stored, which may be at once.
+        let standing = ledger.requested(keys, sequences: sequences, wanted: wanted)
         // A batch of changes we already have (a peer listing back what we pushed it, as Sync
         // Gateway does) brings no revision whose transaction would save the checkpoint: ask for
         // one, so the next session does not list them again (LiteCore does the same).
-        if behind { inserter.requestCommit() }
-        reporter.caughtUp(.pull, idle)
+        if standing.checkpointBehind && skipped == wanted.count { inserter.requestCommit() }
+        reporter.caughtUp(.pull, standing.idle)
         reporter.completed(skipped)
-        pending.requested(entries.count - skipped)
-        inserter.expect(entries.count - skipped)
-        request.respond(properties: [("maxHistory", "50")], body: ReplicationMessages.encodeChangeAnswers(answers))
+        request.respond(properties: reply.properties, body: reply.body)
+    }
+
+    /// The empty batch: the peer has nothing more to list (for now, if continuous).
+    private static func caughtUp(_ request: BLIPIncomingRequest, ledger: PullLedger, inserter: Inserter, reporter: Reporter) {
+        if !request.message.isNoReply { request.respond() }
+        let standing = ledger.caughtUp()
+        // Listed changes that were all known (or given up on) still move the checkpoint.
+        if standing.checkpointBehind { inserter.requestCommit() }
+        if standing.idle { reporter.caughtUp(.pull) }
     }
 
     // MARK: rev / norev
 
     private func handleRev(_ request: BLIPIncomingRequest) {
-        let taken = RevReceiver.receive(request, database: database, policy: downloadPolicy, failed: { [self] revision, error in
+        ledger.arrived()
+        let policy: AttachmentDownloadPolicy?
+        if case .active(_, _, _, let p) = role { policy = p } else { policy = nil }
+        let taken = RevReceiver.receive(request, database: database, policy: policy, failed: { [self] revision, error in
             giveUp(documentID: revision.documentID, revisionID: revision.history.first, isDeleted: revision.isDeleted,
-                   error: error)
+                   arrived: true, error: error)
         }) { [self] in store($0, $1) }
         guard !taken else { return }
         // A `rev` without its document or revision ID cannot complete the entry it was sent
         // for, so the checkpoint could never pass it: like an unreadable `changes`, the peer
         // broke the protocol and the session ends with the error.
-        withdraw()
+        _ = ledger.withdrawn(nil, arrived: true, keepOpen: true)
+        inserter.nudge()
         let error = ReplicationError.protocolError("rev without a document or revision ID")
         logger.warning("bad rev message", metadata: ["error": "\(error)"])
-        state.end(with: error)
+        ledger.end(with: error)
     }
 
     private func store(_ revision: ReplicatedRevision, _ request: BLIPIncomingRequest) {
         let rev = revision.history.first ?? ""
-        state.value.withLock { $0.storing += 1 }
         inserter.enqueue(revision) { [self] result in
-            pending.finished()
             switch result {
             case .success(let outcome):
                 if !request.message.isNoReply { request.respond() }
                 reporter.event(DocumentEvent(direction: .pull, documentID: revision.documentID, revisionID: rev,
                                              isDeleted: revision.isDeleted, kind: .pulled))
-                if let local = outcome.conflictedWith {
-                    if outcome.resolved {
-                        reporter.event(DocumentEvent(direction: .pull, documentID: revision.documentID, revisionID: outcome.current?.description,
-                                                     isDeleted: false, kind: .conflictResolved))
-                    } else if let custom = resolver?.resolve, let remote = try? RevisionID(rev) {
-                        ConflictResolving.resolve(database: database, documentID: revision.documentID, local: local, remote: remote,
-                                                  using: custom, reporter: reporter)
-                    }
-                }
+                if let local = outcome.conflictedWith { resolve(revision.documentID, local: local, remote: rev, outcome: outcome) }
             case .failure(let error) where error.isTransient:
                 // Disk full, I/O: the revision must come again. Its transaction stored nothing
                 // (and may have counted its revisions done): the session ends here, and the
-                // next one pulls from the last saved checkpoint, once the store works again.
-                state.value.withLock { $0.storeFailed = true }
+                // next one starts from the last saved checkpoint, once the store works again.
+                ledger.storeFailed()
                 request.respondHTTPError(error.wireStatus, error.wireMessage)
                 logger.warning("could not store a pulled revision; the pull restarts", metadata: ["error": "\(error)"])
-                state.end(with: .store(error))
+                ledger.end(with: .store(error))
             case .failure(let error):
                 request.respondHTTPError(error.wireStatus, error.wireMessage)
                 reporter.event(DocumentEvent(direction: .pull, documentID: revision.documentID, revisionID: rev,
                                              isDeleted: revision.isDeleted, kind: .failed(.store(error))))
             }
             reporter.completed(1)
-            state.value.withLock { $0.storing -= 1 }
-            finishIfCaughtUp()
+            if ledger.ended().idle { reporter.caughtUp(.pull) }
+        }
+    }
+
+    /// A pulled revision met a local one: the default rule already resolved it in the insert's
+    /// transaction; a custom resolver runs now, after the commit.
+    private func resolve(_ documentID: String, local: RevisionID, remote rev: String, outcome: InsertOutcome) {
+        if outcome.resolved {
+            reporter.event(DocumentEvent(direction: .pull, documentID: documentID, revisionID: outcome.current?.description,
+                                         isDeleted: false, kind: .conflictResolved))
+        } else if case .active(_, _, let resolver, _) = role, let custom = resolver?.resolve, let remote = try? RevisionID(rev) {
+            ConflictResolving.resolve(database: database, documentID: documentID, local: local, remote: remote,
+                                      using: custom, reporter: reporter, logger: logger)
         }
     }
 
     private func handleNoRev(_ request: BLIPIncomingRequest) {
+        typealias Q = ReplicationProtocol.Property
         let p = request.message.properties
-        guard let id = p["id"], let rev = p["rev"] else { return }
-        let code = p["error"].flatMap { Int($0) } ?? 404
-        giveUp(documentID: id, revisionID: rev, isDeleted: false,
-               error: .remote(domain: "HTTP", code: code, message: p["reason"] ?? "norev"))
-    }
-
-    /// A revision asked for will not reach the inserter: it no longer counts as pending, nor
-    /// as on its way to the writer.
-    private func withdraw() {
-        pending.finished()
-        inserter.expect(-1)
+        guard let id = p[Q.id], let rev = p[Q.rev] else { return }
+        let code = p[Q.error].flatMap { Int($0) } ?? 404
+        giveUp(documentID: id, revisionID: rev, isDeleted: false, arrived: false,
+               error: .remote(domain: ReplicationProtocol.Domain.http, code: code, message: p[Q.reason] ?? "norev"))
     }
 
     /// A revision asked for will not be stored (`norev`, or its attachments could not be
     /// fetched): reported as a document error, and done with, so the checkpoint can pass it.
-    private func giveUp(documentID: String, revisionID: String?, isDeleted: Bool, error: ReplicationError) {
-        withdraw()
-        if error.isTransient {
-            // Its attachments could not be fetched for a reason that may pass (the connection
-            // broke, the disk is full): the entry stays open, so the checkpoint stops before
-            // it, and the session ends; the next one asks for it again.
-            state.end(with: error)
-            return
-        }
+    private func giveUp(documentID: String, revisionID: String?, isDeleted: Bool, arrived: Bool, error: ReplicationError) {
+        // A failure that may pass (the connection broke, the disk is full) keeps the entry
+        // open, so the checkpoint stops before it, and ends the session; the next one asks again.
+        let transient = error.isTransient
+        let standing = ledger.withdrawn(revisionID.map { (documentID, $0) }, arrived: arrived, keepOpen: transient)
+        inserter.nudge()
+        if transient { return ledger.end(with: error) }
         reporter.event(DocumentEvent(direction: .pull, documentID: documentID, revisionID: revisionID,
                                      isDeleted: isDeleted, kind: .failed(error)))
-        let behind = state.value.withLock { s in
-            s.tracker.complete(documentID: documentID, revisionID: revisionID ?? "")
-            return s.checkpointBehind
-        }
-        if behind { inserter.requestCommit() }
+        if standing.checkpointBehind { inserter.requestCommit() }
         reporter.completed(1)
-        finishIfCaughtUp()
+        if standing.idle { reporter.caughtUp(.pull) }
     }
+}
 
-    private func finishIfCaughtUp() {
-        let (waiters, idle) = state.value.withLock { s in (s.releasable(), s.caughtUp && s.tracker.isEmpty) }
-        if idle { reporter.caughtUp(.pull) }
-        for w in waiters { w.resume(returning: nil) }
+extension Puller.Role {
+    /// Whether this is the replicator's own pull.
+    var isActive: Bool {
+        if case .active = self { return true }
+        return false
     }
 }

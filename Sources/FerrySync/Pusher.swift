@@ -61,12 +61,9 @@ final class Pusher: Sendable {
         self.batchDone = batchDone
     }
 
-    /// Batches an active push keeps in flight.
-    static let batchesInFlight = 4
-
     private var profile: String {
-        if case .propose = mode { return "proposeChanges" }
-        return "changes"
+        if case .propose = mode { return ReplicationProtocol.Profile.proposeChanges }
+        return ReplicationProtocol.Profile.changes
     }
 
     /// Pushes from `since` until caught up (one-shot) or until cancelled / disconnected
@@ -169,7 +166,7 @@ final class Pusher: Sendable {
                 } catch { return .failure(error) }
             }
             inFlight.append((work, last.sequence))
-            try await settle(keeping: Self.batchesInFlight - 1)
+            try await settle(keeping: ReplicatorTuning.pushBatchesInFlight - 1)
             position = last.sequence
         }
         for b in inFlight { b.task.cancel() }
@@ -273,11 +270,11 @@ final class Pusher: Sendable {
                 // Pulling too: the peer's revision comes in, is resolved here, and the result
                 // (a child of the peer's leaf) is pushed as a fast-forward.
                 if !alsoPulling {
-                    fail(change, .remote(domain: "HTTP", code: 409, message: "the peer has a conflicting revision"))
+                    fail(change, .remote(domain: ReplicationProtocol.Domain.http, code: 409, message: "the peer has a conflicting revision"))
                 }
             case .error(let code):
                 judged += 1
-                fail(change, .remote(domain: "HTTP", code: code, message: "proposeChanges refused"))
+                fail(change, .remote(domain: ReplicationProtocol.Domain.http, code: code, message: "proposeChanges refused"))
             }
         }
         reporter.completed(judged)
@@ -287,7 +284,7 @@ final class Pusher: Sendable {
     }
 
     private func sendProposals(_ proposals: [ReplicationMessages.ProposedChange]) async throws(ReplicationError) -> [ReplicationMessages.ProposalStatus] {
-        let request = BLIPMessage.request(profile: "proposeChanges", properties: [("conflictIncludesRev", "true")],
+        let request = BLIPMessage.request(profile: ReplicationProtocol.Profile.proposeChanges, properties: [(ReplicationProtocol.Property.conflictIncludesRev, "true")],
                                           body: ReplicationMessages.encodeProposals(proposals))
         let reply: BLIPMessage
         do { reply = try await connection.send(request) } catch { throw ReplicationError(error) }
@@ -302,7 +299,7 @@ final class Pusher: Sendable {
             ReplicationMessages.ChangeEntry(sequence: .int($0.sequence), documentID: $0.documentID,
                                             revisionID: $0.revisionID.description, deletedFlags: $0.isDeleted ? 1 : 0)
         }
-        return PendingReply.send(.request(profile: "changes", body: ReplicationMessages.encodeChanges(entries)), on: connection)
+        return PendingReply.send(.request(profile: ReplicationProtocol.Profile.changes, body: ReplicationMessages.encodeChanges(entries)), on: connection)
     }
 
     /// Queues the revisions of an offered batch that the puller wants on the window, which sends
@@ -320,7 +317,7 @@ final class Pusher: Sendable {
             case .skip: judged += 1
             case .error(let code):
                 judged += 1
-                fail(change, .remote(domain: "HTTP", code: code, message: "changes entry refused"))
+                fail(change, .remote(domain: ReplicationProtocol.Domain.http, code: code, message: "changes entry refused"))
             }
         }
         reporter.completed(judged)
@@ -381,7 +378,7 @@ final class Pusher: Sendable {
         for (change, known, sequence) in items {
             let id = change.documentID
             if let m = RevMessage.make(tree: trees[id], documentID: id, revisionID: change.revisionID, knownRevisions: known,
-                                       maxHistory: 50, sequence: sequence, noConflicts: noConflicts) {
+                                       maxHistory: ReplicatorTuning.maxHistory, sequence: sequence, noConflicts: noConflicts) {
                 messages.append(m)
                 sent.append(change)
             } else {

@@ -87,13 +87,16 @@ enum ReplicationMessages {
     }
 
     /// A `proposeChanges` response: 0, 304, `{"status":409,"rev":…}`; trailing zeros dropped.
-    static func encodeProposalStatuses(_ statuses: [ProposalStatus]) -> [UInt8] {
+    /// `conflictIncludesRev`: the proposer asked for a conflict's current revision (its
+    /// `conflictIncludesRev` property); otherwise a conflict is the bare status, as a client
+    /// that did not ask expects.
+    static func encodeProposalStatuses(_ statuses: [ProposalStatus], conflictIncludesRev: Bool = true) -> [UInt8] {
         var values: [JSONValue] = statuses.map {
             switch $0 {
             case .send: return .int(0)
             case .alreadyHave: return .int(304)
-            case .conflict(let cur?): return .object(["status": .int(409), "rev": .string(cur)])
-            case .conflict(nil): return .int(409)
+            case .conflict(let cur?) where conflictIncludesRev: return .object(["status": .int(409), "rev": .string(cur)])
+            case .conflict: return .int(409)
             case .error(let s): return .int(Int64(s))
             }
         }

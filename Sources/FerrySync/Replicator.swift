@@ -84,7 +84,7 @@ public final class Replicator: Sendable {
         var out = Set<String>()
         while true {
             let page: [Change]
-            do { page = try db.changes(since: since, limit: 1000) } catch { throw .store(error) }
+            do { page = try db.changes(since: since, limit: ReplicatorTuning.scanPageSize) } catch { throw .store(error) }
             guard let last = page.last else { return out }
             for c in page {
                 do { if try select?(c) ?? true { out.insert(c.documentID) } } catch {
@@ -151,7 +151,7 @@ public final class Replicator: Sendable {
             var after: String?
             while true {
                 let page: [Document]
-                do { page = try db.allDocuments(after: after, limit: 1000) } catch { throw .store(error) }
+                do { page = try db.allDocuments(after: after, limit: ReplicatorTuning.scanPageSize) } catch { throw .store(error) }
                 guard let last = page.last else { break }
                 ids += page.filter { $0.properties["_attachments"] != nil }.map(\.id)
                 after = last.id
@@ -206,7 +206,8 @@ public final class Replicator: Sendable {
     private func main() async {
         let resolveConflicts = configuration.type != .push
         if resolveConflicts {
-            ConflictResolving.resolveAll(database: configuration.database, resolver: configuration.conflictResolver, reporter: reporter)
+            ConflictResolving.resolveAll(database: configuration.database, resolver: configuration.conflictResolver, reporter: reporter,
+                                         logger: logger)
         }
         var failures = 0
         var finalError: ReplicationError?
@@ -245,7 +246,8 @@ public final class Replicator: Sendable {
             }
         }
         if resolveConflicts {
-            ConflictResolving.resolveAll(database: configuration.database, resolver: configuration.conflictResolver, reporter: reporter)
+            ConflictResolving.resolveAll(database: configuration.database, resolver: configuration.conflictResolver, reporter: reporter,
+                                         logger: logger)
         }
         let waiters = state.withLock { s -> [CheckedContinuation<ReplicationError?, Never>] in
             s.connected = false
@@ -264,7 +266,7 @@ public final class Replicator: Sendable {
     private func connect() async throws(ReplicationError) -> BLIPConnection {
         var target = configuration.target
         while target.hasSuffix("/") { target.removeLast() }
-        var ws = configuration.webSocket ?? BLIPConnection.webSocketConfiguration(app: SyncListener.app)
+        var ws = configuration.webSocket ?? BLIPConnection.webSocketConfiguration(app: ReplicationProtocol.app)
         if configuration.heartbeat > 0 {
             ws.pingInterval = configuration.heartbeat
             ws.pingTimeout = configuration.heartbeat
@@ -278,7 +280,7 @@ public final class Replicator: Sendable {
             do throws(TLSError) { tls = try TLSContext(client: configuration.tls) } catch { throw .tls(error) }
         }
         do {
-            return try await BLIPConnection.connect(to: target + "/_blipsync", app: SyncListener.app, webSocket: ws, tls: tls, logger: logger)
+            return try await BLIPConnection.connect(to: target + "/" + ReplicationProtocol.endpoint, app: ReplicationProtocol.app, webSocket: ws, tls: tls, logger: logger)
         } catch {
             throw ReplicationError(error)
         }
@@ -316,12 +318,13 @@ public final class Replicator: Sendable {
         await checkpointer.saveToPeer(connection: conn)
 
         let puller: Puller? = c.type == .push ? nil
-            : Puller(database: db, connection: conn, remote: remoteName, resolver: c.conflictResolver,
-                     checkpointer: checkpointer, downloadPolicy: c.attachmentDownloadPolicy,
-                     maxPendingRevisions: c.maxConcurrentRevisions, reporter: reporter, logger: logger)
+            : Puller(role: .active(remote: remoteName, checkpointer: checkpointer, resolver: c.conflictResolver,
+                                   downloadPolicy: c.attachmentDownloadPolicy),
+                     database: db, connection: conn, maxPendingRevisions: c.effectiveMaxConcurrentRevisions,
+                     reporter: reporter, logger: logger)
         puller?.register()
         // The peer fetches the attachments of what we push.
-        if puller == nil { conn.register(profile: "getAttachment") { AttachmentTransfer.serve($0, database: db) } }
+        if puller == nil { conn.register(profile: ReplicationProtocol.Profile.getAttachment) { AttachmentTransfer.serve($0, database: db) } }
         let checkpointer = self.checkpointer
         let ids = c.documentIDs.map(Set.init)
         let select = Pusher.selector(database: db, documentIDs: ids, filter: pushAccept)

@@ -71,8 +71,10 @@ public struct ReplicatorConfiguration: Sendable {
     /// attachments downloading, or queued for the writer) before it takes no further `changes`
     /// message (as LiteCore's puller does past `kMaxPendingRevs`). So at most this plus one batch
     /// are pending, however many `changes` messages the peer keeps in flight; it bounds what a
-    /// peer can pile up in memory. Values below 1 count as 1.
-    public var maxConcurrentRevisions = ReplicatorConfiguration.defaultMaxConcurrentRevisions
+    /// peer can pile up in memory. Values below 1 count as 1. nil (the default): as many as a
+    /// Ferry pusher keeps in flight at this `batchSize` (four batches), so against a Ferry
+    /// peer the gate never closes.
+    public var maxConcurrentRevisions: Int?
     /// Which attachments of pulled revisions to download now (nil = all). Skipped ones keep
     /// their metadata, unfetched, until `Replicator.fetchAttachments` gets them.
     public var attachmentDownloadPolicy: AttachmentDownloadPolicy?
@@ -81,16 +83,14 @@ public struct ReplicatorConfiguration: Sendable {
 
     /// The batch size a configuration starts with: 500, as CouchDB's replicator
     /// (`worker_batch_size`) and LiteCore's first puller. A pull feed keeps one batch of `rev`s
-    /// unanswered, so the batch sets how full the pipe stays (200 → 500: pulls faster in every
-    /// interleaved run, docs/performance.md); it is also at most what a killed pull is sent again.
-    public static let defaultBatchSize = 500
+    /// unanswered, so the batch sets how full the pipe stays; it is also at most what a killed
+    /// pull is sent again.
+    public static let defaultBatchSize = ReplicatorTuning.batchSize
 
-    /// The `maxConcurrentRevisions` a configuration starts with: four default batches. A Ferry
-    /// feed has at most three and a half batches pending when the next `changes` comes (the
-    /// batch just asked for, up to one and a half queued behind its window, one unanswered;
-    /// ~1,735 seen at batch 500), so against a Ferry peer the gate stays open — keep the limit at
-    /// four batches or more if you raise `batchSize`. It bounds a peer without a window of its own.
-    public static let defaultMaxConcurrentRevisions = 2000
+    /// The gate a pull uses: `maxConcurrentRevisions`, or four batches when that is nil.
+    var effectiveMaxConcurrentRevisions: Int {
+        maxConcurrentRevisions ?? ReplicatorTuning.maxPendingRevisions(batchSize: batchSize)
+    }
 
     /// A configuration for replicating `database` with the peer at `target`.
     public init(database: Database, target: String) {

@@ -4,9 +4,6 @@ import FerryStore
 /// (reference §3.5: send me this, I have these ancestors) and `proposeChanges` (§3.6: the
 /// conflict check a passive peer makes before accepting a push).
 enum RevFinder {
-    /// Ancestors named per entry at most (Couchbase Lite sends up to 10).
-    static let maxKnownRevisions = 10
-
     static func answer(_ entries: [ReplicationMessages.ChangeEntry],
                        database: Database) throws(StoreError) -> [ReplicationMessages.ChangeAnswer] {
         var out: [ReplicationMessages.ChangeAnswer] = []
@@ -26,7 +23,7 @@ enum RevFinder {
             for leaf in tree.leaves where leaf.revisionID.generation < rev.generation && !known.contains(leaf.revisionID) {
                 known.append(leaf.revisionID)
             }
-            out.append(.send(knownRevisions: known.prefix(maxKnownRevisions).map(\.description)))
+            out.append(.send(knownRevisions: known.prefix(ReplicatorTuning.maxKnownRevisions).map(\.description)))
         }
         return out
     }

@@ -6,9 +6,6 @@ import FerryStore
 /// at `maxHistory`), `deleted`, `sequence`, `noconflicts`; the body is the revision's JSON
 /// without meta properties.
 enum RevMessage {
-    /// Bodies at least this big are sent compressed (small ones cost more CPU than they save).
-    static let compressThreshold = 4096
-
     /// The `rev` request for `revisionID` of a document, or nil if that revision's body is no
     /// longer kept (the caller sends `norev`).
     static func make(tree: RevisionTree?, documentID: String, revisionID rev: RevisionID, knownRevisions: [String],
@@ -21,29 +18,29 @@ enum RevMessage {
             history.append(text)
             if known.contains(text) { break }
         }
-        var props: BLIPProperties = [("id", documentID), ("rev", rev.description)]
-        if !history.isEmpty { props["history"] = history.joined(separator: ",") }
-        if node.isDeleted { props["deleted"] = "1" }
-        props["sequence"] = String(decoding: CanonicalJSON.encode(sequence), as: UTF8.self)
-        if noConflicts { props["noconflicts"] = "1" }
-        return .request(profile: "rev", properties: props, body: body, compressed: body.count >= compressThreshold)
+        var props: BLIPProperties = [(ReplicationProtocol.Property.id, documentID), (ReplicationProtocol.Property.rev, rev.description)]
+        if !history.isEmpty { props[ReplicationProtocol.Property.history] = history.joined(separator: ",") }
+        if node.isDeleted { props[ReplicationProtocol.Property.deleted] = "1" }
+        props[ReplicationProtocol.Property.sequence] = String(decoding: CanonicalJSON.encode(sequence), as: UTF8.self)
+        if noConflicts { props[ReplicationProtocol.Property.noConflicts] = "1" }
+        return .request(profile: ReplicationProtocol.Profile.rev, properties: props, body: body, compressed: body.count >= ReplicatorTuning.compressThreshold)
     }
 
     /// A `norev` for a revision that cannot be sent (NoReply).
     static func makeNoRev(documentID: String, revisionID: String, sequence: JSONValue, status: Int, reason: String) -> BLIPMessage {
-        .request(profile: "norev", properties: [("id", documentID), ("rev", revisionID),
-                                                ("sequence", String(decoding: CanonicalJSON.encode(sequence), as: UTF8.self)),
-                                                ("error", String(status)), ("reason", reason)], noReply: true)
+        .request(profile: ReplicationProtocol.Profile.norev, properties: [(ReplicationProtocol.Property.id, documentID), (ReplicationProtocol.Property.rev, revisionID),
+                                                (ReplicationProtocol.Property.sequence, String(decoding: CanonicalJSON.encode(sequence), as: UTF8.self)),
+                                                (ReplicationProtocol.Property.error, String(status)), (ReplicationProtocol.Property.reason, reason)], noReply: true)
     }
 
     /// Reads a received `rev` into a revision to insert; bad properties are a typed error.
     static func read(_ m: BLIPMessage) throws(ReplicationError) -> ReplicatedRevision {
-        guard let id = m.properties["id"], !id.isEmpty, id.utf8.count <= ReplicationMessages.maxDocumentIDLength,
-              let rev = m.properties["rev"], !rev.isEmpty else {
+        guard let id = m.properties[ReplicationProtocol.Property.id], !id.isEmpty, id.utf8.count <= ReplicationMessages.maxDocumentIDLength,
+              let rev = m.properties[ReplicationProtocol.Property.rev], !rev.isEmpty else {
             throw .protocolError("rev: missing docID or rev")
         }
-        let deleted = m.properties["deleted"].map { $0 == "1" || $0 == "true" } ?? false
-        return ReplicatedRevision(documentID: id, history: [rev] + ReplicationMessages.decodeHistory(m.properties["history"]),
+        let deleted = m.properties[ReplicationProtocol.Property.deleted].map { $0 == "1" || $0 == "true" } ?? false
+        return ReplicatedRevision(documentID: id, history: [rev] + ReplicationMessages.decodeHistory(m.properties[ReplicationProtocol.Property.history]),
                                   body: m.body.isEmpty ? Array("{}".utf8) : m.body, isDeleted: deleted)
     }
 }

@@ -29,6 +29,6 @@ extension BLIPIncomingRequest {
     /// Answers with `HTTP`/`status` (Sync Gateway's domain for replication errors).
     func respondHTTPError(_ status: Int, _ message: String) {
         guard !self.message.isNoReply else { return }
-        respondError(domain: "HTTP", code: status, message: message)
+        respondError(domain: ReplicationProtocol.Domain.http, code: status, message: message)
     }
 }

@@ -15,7 +15,7 @@ import Synchronization
 /// written for an unauthenticated client.
 public final class SyncListener: Sendable {
     /// The replication app protocol Ferry speaks.
-    public static let app = "CBMobile_3"
+    public static let app = ReplicationProtocol.app
 
     /// Listener settings.
     public struct Configuration: Sendable {
@@ -132,7 +132,7 @@ public final class SyncListener: Sendable {
             listener = try await WebSocketListener.bind(host: configuration.host, port: configuration.port, group: group,
                                                         configuration: ws, tls: tls, logger: logger) { request, loop in
                 let parts = request.path.split(separator: "/", omittingEmptySubsequences: true)
-                guard parts.count == 2, parts[1] == "_blipsync", let db = databases[String(parts[0])] else {
+                guard parts.count == 2, parts[1] == ReplicationProtocol.endpoint, let db = databases[String(parts[0])] else {
                     return .refuse(status: 404, message: "no database at \(request.path)")
                 }
                 if let expected, request.headers["Authorization"] != expected {
@@ -144,9 +144,7 @@ public final class SyncListener: Sendable {
                     let key = ObjectIdentifier(conn)
                     shared.peers.withLock { $0[key] = conn }
                     shared.counters.connections.add(1, ordering: .relaxed)
-                    let peer = PassivePeer(database: db, connection: conn,
-                                           pullFilters: { name in shared.filters.withLock { $0[name] } },
-                                           reporter: shared.reporter, logger: logger)
+                    let peer = PassivePeer(database: db, connection: conn, listener: shared, logger: logger)
                     peer.register()
                     Task {
                         await peer.serve()

@@ -26,7 +26,7 @@ struct SyncBench: AsyncParsableCommand {
     @Option(help: "Documents per `changes` message (the replicator's batch size).")
     var batchSize = ReplicatorConfiguration.defaultBatchSize
     @Option(help: "Revisions a pull asked for and has not stored before it takes no more `changes`.")
-    var maxConcurrentRevisions = ReplicatorConfiguration.defaultMaxConcurrentRevisions
+    var maxConcurrentRevisions: Int?
     @Flag(help: "Skip the store ceiling and the latency samples (for profiling push and pull).") var replicationOnly = false
 
     static func now() -> Double {

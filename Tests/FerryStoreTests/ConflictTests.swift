@@ -1,7 +1,8 @@
 @testable import FerryStore
 import Testing
 
-/// The seed's conflict cases (seed 002) and how each resolver result is stored (reference §4.6).
+/// Couchbase Lite's conflict cases (docs/store.md §4) and how each resolver result is stored
+/// (Protocol/revisions.md, "Storing a resolution").
 @Suite struct ConflictTests {
     /// Two stores sharing generation 1 of "doc".
     func twoPeers() throws -> (Database, Database, [TempDir]) {

@@ -1,7 +1,7 @@
 @testable import FerryStore
 import Testing
 
-/// Queries (seed 004): all documents paged, by type (indexed), by predicate, field indexes.
+/// Queries (docs/store.md §8): all documents paged, by type (indexed), by predicate, field indexes.
 @Suite struct QueryTests {
     func sample() throws -> (Database, TempDir) {
         let (db, dir) = try freshDatabase()

@@ -2,7 +2,8 @@ import FerryTestSupport
 @testable import FerryStore
 import Testing
 
-/// Protocol/vectors/revision-ids.txt (reference §4.1 plus extra cases from an independent
+/// Protocol/vectors/revision-ids.txt (LiteCore's vectors, Protocol/revisions.md, "Revision IDs",
+/// plus extra cases from an independent
 /// Python implementation) and the revision-ID syntax.
 @Suite struct RevisionIDTests {
     @Test func referenceVectorsMatch() throws {

@@ -1,7 +1,7 @@
 @testable import FerryStore
 import Testing
 
-/// Saving with concurrency control and conflict handlers (seed 002), deletion, purge.
+/// Saving with concurrency control and conflict handlers (docs/store.md §6), deletion, purge.
 @Suite struct SaveTests {
     @Test func failOnConflictRefusesAStaleSaveAndWritesNothing() throws {
         let (db, dir) = try freshDatabase()
@@ -46,7 +46,7 @@ import Testing
         var mine = original
         mine["name"] = "apples"
         let saved = try db.save(mine) { new, current in
-            // Seed 002: keep the new values, take the rest from the current document.
+            // A merging handler: keep the new values, take the rest from the current document.
             guard let current else { return false }
             new.properties.merge(current.properties) { first, _ in first }
             return true

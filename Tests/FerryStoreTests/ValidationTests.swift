@@ -1,7 +1,7 @@
 @testable import FerryStore
 import Testing
 
-/// Validation functions (seed 000): local saves and replicated revisions, message and status,
+/// Validation functions (docs/store.md §7): local saves and replicated revisions, message and status,
 /// context, and nothing written on rejection.
 @Suite struct ValidationTests {
     static let dateCheck: Validator = { rev, _ in

@@ -1,8 +1,10 @@
 import FerryStore
 @testable import FerrySync
+import Synchronization
 import Testing
 
-/// The seed's "Conflicts when Replicating", end to end: Molly and Naomi edit the same document
+/// Couchbase Lite's "Conflicts when Replicating" example (its "Handling Data Conflicts" page;
+/// Protocol/revisions.md, "Default resolver"), end to end: Molly and Naomi edit the same document
 /// while apart, then sync (Molly connects to Naomi, push and pull); both must end with the same
 /// current revision and body.
 @Suite("Molly and Naomi resolve conflicts the same way")
@@ -111,8 +113,12 @@ struct ConflictTests {
         try await replicate(molly, with: naomi)
         try molly.put("doc", ["v": "molly"])
         try naomi.put("doc", ["v": "naomi"])
+        // A document read from another database, as Couchbase Lite documents it, is an error too.
+        let elsewhere = try await Peer.make("elsewhere")
+        try elsewhere.put("doc", ["v": "elsewhere"])
+        let foreign = try #require(try elsewhere.db.document("doc"))
         for bad in [ReplicationConflictResolver.custom { _ in throw Nope() },
-                    ReplicationConflictResolver.custom { _ in Document(id: "other", properties: ["x": 1]) }] {
+                    ReplicationConflictResolver.custom { _ in foreign }] {
             var c = ReplicatorConfiguration(database: molly.db, target: naomi.url)
             c.conflictResolver = bad
             let r = Replicator(configuration: c)
@@ -127,6 +133,46 @@ struct ConflictTests {
         try await replicate(molly, with: naomi)
         #expect(try molly.db.conflictingRevisions(of: "doc").isEmpty)
         #expect(try molly.current("doc") == naomi.current("doc"))
+        await molly.stop(); await naomi.stop(); await elsewhere.stop()
+    }
+
+    @Test func aResolvedDocumentWithAnotherIDIsSavedUnderTheConflictingID() async throws {
+        let renaming = ReplicationConflictResolver.custom { c in Document(id: "renamed", properties: ["who": "resolver"]) }
+        let (molly, naomi, events) = try await scenario(molly: [["who": "molly"]], naomi: [["who": "naomi"]], resolver: renaming)
+        #expect(events.contains { $0.kind == .conflictResolved && $0.documentID == "doc" })
+        #expect(try molly.body("doc") == ["who": "resolver"])
+        #expect(try naomi.body("doc") == ["who": "resolver"])
+        #expect(try molly.db.document("renamed") == nil && naomi.db.document("renamed") == nil, "nothing saved under the other ID")
+        await molly.stop(); await naomi.stop()
+    }
+
+    @Test(.timeLimit(.minutes(1))) func stopResolvesPendingConflictsBeforeItReturns() async throws {
+        struct NotYet: Error {}
+        let molly = try await Peer.make("molly")
+        let naomi = try await Peer.make("naomi", serving: true)
+        try molly.put("doc", ["v": 0])
+        try await replicate(molly, with: naomi)
+        try molly.put("doc", ["v": "molly"])
+        try naomi.put("doc", ["v": "naomi"])
+        let refusing = Mutex(true)
+        var c = ReplicatorConfiguration(database: molly.db, target: naomi.url)
+        c.continuous = true
+        c.conflictResolver = .custom { conflict in
+            if refusing.withLock({ $0 }) { throw NotYet() }
+            return conflict.local
+        }
+        let r = Replicator(configuration: c)
+        let events = r.documentEvents()
+        r.start()
+        // The continuous replication met the conflict and the resolver refused it: it stays.
+        for await e in events {
+            if case .failed = e.kind, e.documentID == "doc" { break }
+        }
+        #expect(try molly.db.conflictingRevisions(of: "doc").count == 1)
+        refusing.withLock { $0 = false }
+        await r.stop()
+        #expect(try molly.db.conflictingRevisions(of: "doc").isEmpty, "stop() resolved the pending conflict")
+        #expect(try molly.body("doc") == ["v": "molly"])
         await molly.stop(); await naomi.stop()
     }
 }

@@ -67,3 +67,14 @@ struct ReplicationMessageTests {
         #expect(throws: ReplicationError.self) { try M.decodeChangeAnswers(Array("[0,0,0]".utf8), count: 2) }
     }
 }
+
+@Suite("proposeChanges answers")
+struct ProposalStatusTests {
+    @Test func aConflictCarriesItsRevisionOnlyWhenTheProposerAskedForIt() {
+        let statuses: [ReplicationMessages.ProposalStatus] = [.send, .conflict(current: "2-abc"), .alreadyHave]
+        #expect(String(decoding: ReplicationMessages.encodeProposalStatuses(statuses, conflictIncludesRev: true), as: UTF8.self)
+                == #"[0,{"rev":"2-abc","status":409},304]"#)
+        #expect(String(decoding: ReplicationMessages.encodeProposalStatuses(statuses, conflictIncludesRev: false), as: UTF8.self)
+                == "[0,409,304]")
+    }
+}

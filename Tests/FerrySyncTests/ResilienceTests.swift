@@ -148,6 +148,14 @@ struct ResilienceTests {
         // The connection still works afterwards.
         let ok = try await conn.send(.request(profile: "proposeChanges", body: Array(#"[["new","1-aa"]]"#.utf8)))
         #expect(ok.body == Array("[]".utf8))
+        // A conflicting proposal: the bare status unless the proposer asked for the revision.
+        let current = try #require(try naomi.db.document("existing")?.revisionID).description
+        let conflicting = Array(#"[["existing","2-bb","1-aa"]]"#.utf8)
+        let bare = try await conn.send(.request(profile: "proposeChanges", body: conflicting))
+        #expect(String(decoding: bare.body, as: UTF8.self) == "[409]")
+        let withRev = try await conn.send(.request(profile: "proposeChanges", properties: [("conflictIncludesRev", "true")],
+                                                   body: conflicting))
+        #expect(String(decoding: withRev.body, as: UTF8.self) == #"[{"rev":"\#(current)","status":409}]"#)
         await conn.close()
         await naomi.stop()
     }

@@ -3,7 +3,7 @@ import CZlib
 import FerryWebSocket
 
 /// One direction's raw-DEFLATE compressor, shared by every compressed frame of a connection
-/// and never reset (Protocol/blip.md §2.8). Each frame ends with a sync flush whose
+/// and never reset (Protocol/blip.md, "Compression"). Each frame ends with a sync flush whose
 /// `00 00 FF FF` trailer is removed. zlib is driven through FerryWebSocket's `RawDeflateStream`.
 final class BLIPDeflater {
     /// Nil if zlib could not set up (every `compress` then fails).

@@ -1,7 +1,7 @@
 import FerryWebSocket
 
 /// The properties of a BLIP message: ordered string pairs, encoded as
-/// `key NUL value NUL …` behind a varint of their length (Protocol/blip.md §5).
+/// `key NUL value NUL …` behind a varint of their length (Protocol/blip.md, "Message encoding").
 public struct BLIPProperties: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral, ExpressibleByArrayLiteral {
     /// The pairs in order.
     public private(set) var pairs: [(key: String, value: String)]

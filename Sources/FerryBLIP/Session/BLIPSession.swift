@@ -267,7 +267,7 @@ public struct BLIPConfiguration: Sendable {
         return true
     }
 
-    /// Inserts a message per Protocol/blip.md §2.9: normal ones at the tail; urgent ones after
+    /// Inserts a message as (Protocol/blip.md, "Scheduling") says: normal ones at the tail; urgent ones after
     /// the last urgent message's successor, or after the last unstarted message (new messages
     /// only, so first frames keep number order), else right after the head.
     func enqueue(_ m: OutgoingMessage) {

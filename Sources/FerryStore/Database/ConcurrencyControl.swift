@@ -1,5 +1,5 @@
-/// What `save` and `delete` do when the document changed since it was read (seed 002,
-/// "Conflicts when Updating").
+/// What `save` and `delete` do when the document changed since it was read (docs/store.md §6:
+/// Couchbase Lite's rule for saves — the last write wins unless one change is a deletion).
 public enum ConcurrencyControl: Sendable {
     /// The save becomes a child of the current revision, overwriting the other change — unless
     /// the other change was a deletion: deletes win, so the save throws `.conflict`.

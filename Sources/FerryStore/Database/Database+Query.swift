@@ -1,4 +1,4 @@
-/// Queries (seed 004): all documents by ID range, documents of a type, documents matching a
+/// Queries (docs/store.md §8): all documents by ID range, documents of a type, documents matching a
 /// predicate, and optional indexes on fields. Results are current revisions in document-ID
 /// order; tombstones are excluded unless `includeDeleted`. Page with `after:` (the last ID of
 /// the previous page) and `limit`.
@@ -74,7 +74,7 @@ extension Database {
                 let id = s.string(0)
                 guard let rev = try? RevisionID(s.string(1)) else { throw .corruptRevisionTree(documentID: id) }
                 let props = try WriteTransaction.properties(of: s.bytes(4), documentID: id)
-                out.append(Document(id: id, revisionID: rev, properties: props, isDeleted: s.int(2) != 0, sequence: s.int64(3)))
+                out.append(Document(id: id, revisionID: rev, properties: props, isDeleted: s.int(2) != 0, sequence: s.int64(3)).from(uuid))
             }
             return out
         }

@@ -1,5 +1,5 @@
 /// What the store remembers about remote peers: the latest revision of each document known to
-/// be on a remote (kept unpruned, with its body — reference §4.2). A pusher names it as the
+/// be on a remote (kept unpruned, with its body — Protocol/revisions.md, "Revision tree"). A pusher names it as the
 /// remote parent in `proposeChanges`; a conflict resolution continues from it.
 extension Database {
     /// The latest revision known to be on `remote` for each of `documentIDs` that has one.

@@ -123,14 +123,14 @@ public final class Database: Sendable {
     /// `.conflict`. Returns the saved document with its new revision ID and sequence.
     @discardableResult
     public func save(_ document: Document, concurrencyControl: ConcurrencyControl = .lastWriteWins) throws(StoreError) -> Document {
-        try inBatch { (b) throws(StoreError) -> Document in try b.save(document, concurrencyControl: concurrencyControl) }
+        try inBatch { (b) throws(StoreError) -> Document in try b.save(document, concurrencyControl: concurrencyControl) }.from(uuid)
     }
 
     /// Saves a document; if it changed since it was read, `conflictHandler` gets it and the
     /// current document and may merge; returning false throws `.conflict`.
     @discardableResult
     public func save(_ document: Document, conflictHandler: @escaping ConflictHandler) throws(StoreError) -> Document {
-        try inBatch { (b) throws(StoreError) -> Document in try b.save(document, conflictHandler: conflictHandler) }
+        try inBatch { (b) throws(StoreError) -> Document in try b.save(document, conflictHandler: conflictHandler) }.from(uuid)
     }
 
     /// Deletes a document: adds a tombstone (`{}`) as a child of the current revision. To keep
@@ -138,13 +138,13 @@ public final class Database: Sendable {
     /// `"_deleted": true` among its properties instead. Throws `.notFound` if it never existed.
     @discardableResult
     public func delete(_ document: Document, concurrencyControl: ConcurrencyControl = .lastWriteWins) throws(StoreError) -> Document {
-        try inBatch { (b) throws(StoreError) -> Document in try b.delete(document, concurrencyControl: concurrencyControl) }
+        try inBatch { (b) throws(StoreError) -> Document in try b.delete(document, concurrencyControl: concurrencyControl) }.from(uuid)
     }
 
     /// Deletes a document with a conflict handler (see `save(_:conflictHandler:)`).
     @discardableResult
     public func delete(_ document: Document, conflictHandler: @escaping ConflictHandler) throws(StoreError) -> Document {
-        try inBatch { (b) throws(StoreError) -> Document in try b.delete(document, conflictHandler: conflictHandler) }
+        try inBatch { (b) throws(StoreError) -> Document in try b.delete(document, conflictHandler: conflictHandler) }.from(uuid)
     }
 
     /// Removes a document and its whole revision tree, as if it had never existed (no tombstone,
@@ -155,12 +155,13 @@ public final class Database: Sendable {
 
     // MARK: - Replicated revisions
 
-    /// Inserts a revision received from a peer with its history (reference §4.2). A revision
-    /// already present is a `noop`. If it conflicts with the current revision and `resolver`
-    /// is given (default: the default rule), the conflict is resolved in the same transaction;
-    /// with nil it stays in the tree. `remote` names the peer: its latest revision is kept.
-    /// With `allowConflicts: false` (a passive peer, reference §4.7) a revision that would fork
-    /// the document is refused with `.conflict` and nothing is written.
+    /// Inserts a revision received from a peer with its history (Protocol/revisions.md,
+    /// "Revision tree"). A revision already present is a `noop`. If it conflicts with the
+    /// current revision and `resolver` is given (default: the default rule), the conflict is
+    /// resolved in the same transaction; with nil it stays in the tree. `remote` names the
+    /// peer: its latest revision is kept. With `allowConflicts: false` (a passive peer,
+    /// Protocol/revisions.md, "Convergence rules") a revision that would fork the document is
+    /// refused with `.conflict` and nothing is written.
     @discardableResult
     public func insert(_ revision: ReplicatedRevision, fromRemote remote: String? = nil,
                        resolver: ConflictResolver? = .default, allowConflicts: Bool = true) throws(StoreError) -> InsertOutcome {
@@ -182,10 +183,8 @@ public final class Database: Sendable {
                 do throws(StoreError) {
                     out.append(.success(try b.insert(r, fromRemote: remote, resolver: resolver, allowConflicts: allowConflicts)))
                 } catch {
-                    switch error {
-                    case .sqlite, .corrupt, .notADatabase, .closed, .io: throw error
-                    default: out.append(.failure(error))
-                    }
+                    if error.isFatal { throw error }
+                    out.append(.failure(error))
                 }
             }
             return out
@@ -233,7 +232,7 @@ public final class Database: Sendable {
             if deleted && !includeDeleted { return nil }
             guard let rev = try? RevisionID(s.string(0)) else { throw .corruptRevisionTree(documentID: id) }
             let props = try WriteTransaction.properties(of: s.bytes(3), documentID: id)
-            return Document(id: id, revisionID: rev, properties: props, isDeleted: deleted, sequence: s.int64(2))
+            return Document(id: id, revisionID: rev, properties: props, isDeleted: deleted, sequence: s.int64(2)).from(uuid)
         }
     }
 
@@ -266,7 +265,7 @@ public final class Database: Sendable {
     public func revision(_ rev: RevisionID, of id: String) throws(StoreError) -> Document? {
         guard let tree = try revisionTree(of: id), let node = tree.nodes[rev], let body = node.body else { return nil }
         let props = try WriteTransaction.properties(of: body, documentID: id)
-        return Document(id: id, revisionID: rev, properties: props, isDeleted: node.isDeleted, sequence: 0)
+        return Document(id: id, revisionID: rev, properties: props, isDeleted: node.isDeleted, sequence: 0).from(uuid)
     }
 
     /// The live leaves other than the current revision (the conflicts), highest first; empty
@@ -277,7 +276,7 @@ public final class Database: Sendable {
         for rev in tree.conflicts {
             guard let node = tree.nodes[rev] else { continue }
             let props = try WriteTransaction.properties(of: node.body ?? WriteTransaction.emptyObject, documentID: id)
-            out.append(Document(id: id, revisionID: rev, properties: props, isDeleted: false, sequence: 0))
+            out.append(Document(id: id, revisionID: rev, properties: props, isDeleted: false, sequence: 0).from(uuid))
         }
         return out
     }

@@ -1,7 +1,13 @@
+import Foundation
+
 /// A JSON document as the application sees it: an ID, its properties, and the revision it was
 /// read at. Change `properties` and pass it to `Database.save`; the revision it was read at is
 /// what concurrency control compares with the current revision.
 public struct Document: Sendable, Equatable {
+    /// The database this value was read from or saved in (its `uuid`); nil for a document
+    /// made in memory. Not part of equality: a revision read from two copies is the same value.
+    public internal(set) var databaseID: UUID?
+
     /// The document ID (non-empty, at most 250 bytes, not starting with `_`).
     public let id: String
     /// The revision this value was read at; nil for a document not saved yet.
@@ -33,6 +39,20 @@ public struct Document: Sendable, Equatable {
         self.properties = properties
         self.isDeleted = isDeleted
         self.sequence = sequence
+    }
+
+    /// Whether two values are the same revision of the same document with the same body,
+    /// wherever they were read.
+    public static func == (a: Document, b: Document) -> Bool {
+        a.id == b.id && a.revisionID == b.revisionID && a.properties == b.properties && a.isDeleted == b.isDeleted
+            && a.sequence == b.sequence
+    }
+
+    /// This value, marked as read from or saved in the database `uuid`.
+    func from(_ uuid: UUID) -> Document {
+        var d = self
+        d.databaseID = uuid
+        return d
     }
 
     /// A property by name.

@@ -20,7 +20,7 @@ public struct ProposedRevision: Sendable {
     public let source: Source
 }
 
-/// What a validation function can see besides the new revision (seed 000, "Document validation").
+/// What a validation function can see besides the new revision (docs/store.md §7).
 public struct ValidationContext: Sendable {
     /// The document's current revision before this change; nil if none or deleted.
     public let currentRevision: Document?

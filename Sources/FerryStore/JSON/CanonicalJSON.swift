@@ -1,4 +1,5 @@
-/// Ferry's canonical JSON writer, the input of the revision digest (reference §4.1).
+/// Ferry's canonical JSON writer, the input of the revision digest (Protocol/revisions.md,
+/// "Revision IDs").
 ///
 /// Promises: object keys sorted bytewise by their UTF-8; no whitespace; strings written as raw
 /// UTF-8 with only `"` and `\` escaped as `\"` `\\`, `\n` `\r` `\t` as those escapes, and every

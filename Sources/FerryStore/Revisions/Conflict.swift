@@ -1,5 +1,5 @@
 /// A conflict between two leaves of a document's revision tree, as handed to a resolver.
-/// `local` and `remote` are nil when that leaf is a tombstone (reference §4.4).
+/// `local` and `remote` are nil when that leaf is a tombstone (Protocol/revisions.md, "Resolver input").
 public struct Conflict: Sendable, Equatable {
     /// The document in conflict.
     public let documentID: String
@@ -22,7 +22,8 @@ public struct Conflict: Sendable, Equatable {
     }
 }
 
-/// What a resolver decided. How each is stored is in docs/store.md §4 (reference §4.6).
+/// What a resolver decided. How each is stored is in docs/store.md §4 (Protocol/revisions.md,
+/// "Storing a resolution").
 public enum ConflictResolution: Sendable, Equatable {
     /// Keep the local content (stored as a child of the remote leaf with the local body).
     case local

@@ -1,5 +1,6 @@
 /// Decides a conflict. Must be a pure function of the conflict, and should be symmetric in
-/// content (`f(a, b)` and `f(b, a)` give the same body), or peers can diverge (reference §4.7).
+/// content (`f(a, b)` and `f(b, a)` give the same body), or peers can diverge (Protocol/revisions.md,
+/// "Convergence rules").
 public struct ConflictResolver: Sendable {
     let isDefault: Bool
     let body: @Sendable (Conflict) -> ConflictResolution
@@ -9,7 +10,7 @@ public struct ConflictResolver: Sendable {
         ConflictResolver(isDefault: false, body: resolve)
     }
 
-    /// The default rule (reference §4.5, Couchbase Lite 3.x): a deletion wins; otherwise the
+    /// The default rule (Protocol/revisions.md, "Default resolver"; Couchbase Lite 3.x): a deletion wins; otherwise the
     /// higher generation ("most revisions") wins; a tie goes to the higher revision ID. Both
     /// peers compare the same two IDs, so they pick the same content.
     public static let `default` = ConflictResolver(isDefault: true) { c in

@@ -174,7 +174,7 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
         return a.digest.utf8.lexicographicallyPrecedes(b.digest.utf8)
     }
 
-    /// The ID of a new revision (reference §4.1, LiteCore's formula):
+    /// The ID of a new revision (Protocol/revisions.md, "Revision IDs": LiteCore's formula):
     /// `SHA1( u8(min(len(parent),255)) ‖ parent[0..<that] ‖ u8(deleted ? 1 : 0) ‖ canonicalBody )`,
     /// generation = parent's + 1 (1 without a parent). `canonicalBody` must be the canonical
     /// JSON of the body without meta keys (`{}` for an empty tombstone).

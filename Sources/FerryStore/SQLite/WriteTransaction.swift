@@ -298,7 +298,7 @@ final class WriteTransaction {
             case .concurrency(.failOnConflict):
                 throw .conflict(documentID: doc.id)
             case .concurrency(.lastWriteWins):
-                // Deletes win (seed 002): a save over a concurrent deletion is refused; a
+                // Deletes win (docs/store.md §6): a save over a concurrent deletion is refused; a
                 // deletion over a concurrent deletion has nothing left to do.
                 if let cur = currentNode, cur.isDeleted {
                     if deleted { return try document(doc.id, node: cur, sequence: stored?.sequence ?? 0) }
@@ -399,7 +399,8 @@ final class WriteTransaction {
         if let prev = previous, tree.isLeaf(prev.revisionID), !tree.isAncestor(prev.revisionID, of: rev),
            Self.conflicts(prev: prev, incoming: rev, deleted: r.isDeleted, in: tree) {
             conflictedWith = prev.revisionID
-            // A passive peer never stores a conflict from the wire (reference §4.7 rule 1).
+            // A passive peer never stores a conflict from the wire (Protocol/revisions.md,
+            // "Convergence rules", rule 1).
             if !allowConflicts { throw .conflict(documentID: r.documentID) }
         }
         var resolved = false
@@ -430,7 +431,7 @@ final class WriteTransaction {
         return InsertOutcome(status: .inserted, current: tree.current?.revisionID, conflictedWith: nil, resolved: false, sequence: seq)
     }
 
-    // MARK: - Conflict resolution (docs/store.md §4, reference §4.6)
+    // MARK: - Conflict resolution (docs/store.md §4; Protocol/revisions.md, "Storing a resolution")
 
     /// Resolves `local` against `remote` in `tree`. The remote branch always continues, so the
     /// result is a fast-forward for the peer that sent it: a new body becomes a child of the
@@ -450,7 +451,8 @@ final class WriteTransaction {
         let remoteDoc = r.isDeleted ? nil : try document(documentID, node: r, sequence: 0)
         let conflict = Conflict(documentID: documentID, local: localDoc, remote: remoteDoc,
                                 localRevisionID: local, remoteRevisionID: remote)
-        // Both deleted: the default keeps the remote tombstone without asking (reference §4.6).
+        // Both deleted: the default keeps the remote tombstone without asking (Protocol/revisions.md,
+        // "Storing a resolution").
         let resolution: ConflictResolution = (l.isDeleted && r.isDeleted && resolver.isDefault) ? .remote : resolver.resolve(conflict)
 
         var created: RevisionID?
@@ -487,7 +489,7 @@ final class WriteTransaction {
                 created = tree.addChild(of: remote, deleted: true, canonicalBody: Self.emptyObject)
             }
         }
-        // The losing branch goes, as in LiteCore (reference §4.6): purged back to the fork, so
+        // The losing branch goes, as in LiteCore (Protocol/revisions.md, "Storing a resolution"): purged back to the fork, so
         // the only leaves left are the remote branch's and the document's current revision is
         // the one its peer has; but if some remote has the losing leaf as its latest (it could
         // send it again), it is closed with a tombstone instead.
@@ -508,7 +510,7 @@ final class WriteTransaction {
     /// - a closed branch (`RevisionTree.Node.isClosed`) conflicts with nothing;
     /// - a tombstone and a live leaf conflict only if their branches share a revision (an edit
     ///   racing a deletion: resolved, the deletion wins). Branches with no common revision are
-    ///   two lives of the document: a re-creation after a deletion (§3.6), or the old life's
+    ///   two lives of the document: a re-creation after a deletion (Protocol/replication.md, "proposeChanges"), or the old life's
     ///   tombstone arriving late; the live one is current, and nothing is resolved.
     static func conflicts(prev: RevisionTree.Node, incoming: RevisionID, deleted: Bool, in tree: RevisionTree) -> Bool {
         // A closed branch (a loser some peer already resolved) contends with nothing.

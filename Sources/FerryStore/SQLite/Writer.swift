@@ -5,7 +5,8 @@ import Synchronization
 /// so a throwing operation has written nothing.
 ///
 /// A mutex rather than an actor or queue hop: a cross-thread hop costs 15–50 µs on these
-/// machines (DESIGN.md), several times an indexed SQLite write, and callers batch anyway.
+/// machines (docs/architecture.md, "Threads"), several times an indexed SQLite write, and
+/// callers batch anyway.
 final class Writer: Sendable {
     struct State {
         var connection: Connection?

@@ -1,11 +1,11 @@
-import FerryBLIP
 import Synchronization
 
 extension BLIPConnection {
     /// Sends all `messages` at once (BLIP multiplexes them) and returns their results in order
     /// once every one has completed. One continuation and one hop to the loop for the whole
-    /// batch, not one per message.
-    func sendAll(_ messages: [BLIPMessage]) async -> [Result<BLIPMessage, BLIPError>] {
+    /// batch, not one per message. The results are in the order of `messages`; each is the
+    /// reply, an error response, or the failure that ended the connection.
+    public func sendAll(_ messages: [BLIPMessage]) async -> [Result<BLIPMessage, BLIPError>] {
         guard !messages.isEmpty else { return [] }
         final class Collector: Sendable {
             let state: Mutex<(results: [Result<BLIPMessage, BLIPError>?], remaining: Int)>
