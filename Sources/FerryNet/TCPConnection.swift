@@ -37,6 +37,11 @@ public struct ConnectionOptions: Sendable {
 ///
 /// Safety of `@unchecked Sendable`: instances are handed between threads only to be used on
 /// `loop` (every mutating entry point asserts `preconditionInLoop`).
+///
+/// TLS is driven by the extension in `TLS/TCPConnection+TLS.swift`; the members it shares with
+/// this file are internal instead of private (`fd`, `pending`, `started`, `readingPaused`,
+/// `closeWhenFlushed`, `inRead`, `closeError`, the `tls…` state, `afterEnqueue`, `flushNow`,
+/// `inputClosed`, `closeNow`). Nothing outside `TCPConnection` uses them.
 public final class TCPConnection: Selectable, @unchecked Sendable {
     /// The loop that owns this connection.
     public let loop: EventLoop
@@ -45,7 +50,7 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
     /// reference, not `weak`: a weakly referenced object gets a side table, and then every
     /// retain and release of it, on every message, takes the runtime's slow path.
     public private(set) var handler: ConnectionHandler?
-    private var fd: Int32
+    var fd: Int32
     /// The write queue, touched several times per message. It lives behind a pointer and is
     /// reached through addressors because a stored property of a class gets a dynamic
     /// exclusivity check (a runtime call and a thread-local lookup) on every mutating access;
@@ -55,35 +60,37 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         p.initialize(to: PendingWrites())
         return p
     }()
-    private var pending: PendingWrites {
+    var pending: PendingWrites {
         unsafeAddress { UnsafePointer(pendingStorage) }
         unsafeMutableAddress { pendingStorage }
     }
     private let options: ConnectionOptions
-    private var started = false
-    private var readingPaused = false
+    var started = false
+    var readingPaused = false
     /// Out of epoll while paused: the peer hung up and HUP/ERR (always reported) would spin.
     private var parkedAfterHangup = false
     private var wantWritable = false
     private var writableFlag = true
-    private var closeWhenFlushed = false
-    private var inRead = false
-    /// The TLS layer, when `startTLS` was called: ciphertext on the socket, plaintext to the handler.
-    private var tls: TLSSession?
-    /// Plaintext written before the TLS handshake finished, sent once it has.
-    private var tlsEarlyWrites: [UInt8] = []
+    var closeWhenFlushed = false
+    var inRead = false
     /// Inside `write`: a writability change found there is reported from the loop afterwards.
     private var inWrite = false
+    /// The error reported at an otherwise orderly close (a TLS stream cut without close_notify).
+    var closeError: NetError?
+
+    // The TLS layer's state (TLS/TCPConnection+TLS.swift drives it).
+    /// The TLS layer, when `startTLS` was called: ciphertext on the socket, plaintext to the handler.
+    var tls: TLSSession?
+    /// Plaintext written before the TLS handshake finished, sent once it has.
+    var tlsEarlyWrites: [UInt8] = []
     /// Plaintext written since the last flush, sealed into TLS records when the connection
     /// flushes (or a record's worth has gathered): a writer that hands over a message in
     /// pieces (a WebSocket header, then the payload; BLIP's three parts) gets full records
     /// instead of one record — and one AEAD operation — per piece.
-    private var tlsPlaintext: [UInt8] = []
-    /// The largest TLS record's plaintext.
-    private static let tlsRecordSize = 16 * 1024
-    private var tlsHandshakeTimer: TimerHandle?
-    /// The error reported at an otherwise orderly close (a TLS stream cut without close_notify).
-    private var closeError: NetError?
+    var tlsPlaintext: [UInt8] = []
+    var tlsHandshakeTimer: TimerHandle?
+    /// Seconds the handshake may take (the context's `handshakeTimeout`).
+    var tlsTimeout = 10.0
     /// True once the connection is closed.
     public private(set) var isClosed = false
     /// The peer's address, when known.
@@ -107,24 +114,7 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
     }
 
     /// Bytes queued for writing.
-    public var bufferedByteCount: Int { pending.byteCount + tlsEarlyWrites.count + tlsPlaintext.count }
-
-    /// The TLS session, when the connection runs TLS: protocol version, cipher suite and the
-    /// peer's certificate (once the handshake is complete).
-    public var tlsSession: TLSSession? { tls }
-
-    /// Runs TLS over this connection with `context`'s role; call before `start`. The handler
-    /// sees only plaintext, and only after the handshake (and the client's certificate checks)
-    /// succeeded; writes made earlier wait for it. A failed or timed-out handshake closes the
-    /// connection with `.tls(reason)`. `serverName` (clients) is the host for SNI and
-    /// certificate checks.
-    public func startTLS(_ context: TLSContext, serverName: String? = nil) throws(NetError) {
-        loop.preconditionInLoop()
-        precondition(!started, "startTLS must come before start")
-        do throws(TLSError) { tls = try TLSSession(context: context, serverName: serverName) } catch { throw .tls(error) }
-        tlsTimeout = context.handshakeTimeout
-    }
-    private var tlsTimeout = 10.0
+    public var bufferedByteCount: Int { pending.byteCount + tlsBufferedByteCount }
 
     /// Whether the write queue is below its high watermark.
     public var isWritable: Bool { writableFlag }
@@ -144,14 +134,7 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         // A strong capture (see `handler`): closeNow removes the hook, ending the cycle.
         loop.onShutdown(self) { self.closeNow(error: .loopShutDown) }
         if tls != nil {
-            // Strong capture (see `handler`): the timer is cancelled when the handshake
-            // completes or the connection closes, which releases it.
-            tlsHandshakeTimer = loop.schedule(after: tlsTimeout) { [self] in
-                guard let tls = self.tls, !tls.handshakeComplete else { return }
-                self.closeNow(error: .tls(.handshakeTimedOut))
-            }
-            // A client speaks first (ClientHello); a server's first step just waits.
-            processTLSInput()
+            startTLSHandshake()
             return
         }
         if !pending.isEmpty { flushNow() }
@@ -190,7 +173,7 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         bytes.withUnsafeBytes { write($0) }
     }
 
-    private func afterEnqueue() {
+    func afterEnqueue() {
         if writableFlag && bufferedByteCount > options.writeHighWaterMark {
             writableFlag = false
             handler?.connectionWritabilityChanged(self, writable: false)
@@ -226,14 +209,7 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         guard readingPaused, !isClosed else { return }
         readingPaused = false
         guard started else { return }
-        if let tls, tls.hasBufferedInput {
-            // Records already taken off the socket get no readiness event: decrypt them now.
-            _ = loop.execute { [self] in
-                guard !self.readingPaused, !self.isClosed else { return }
-                self.processTLSInput()
-                self.flushNow()
-            }
-        }
+        resumeTLSInput()
         if parkedAfterHangup {
             parkedAfterHangup = false
             do { try loop.register(fd: fd, self, readable: true, writable: wantWritable) } catch { closeNow(error: error) }
@@ -247,7 +223,7 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         loop.preconditionInLoop()
         guard !isClosed else { return }
         closeWhenFlushed = true
-        if let tls, tls.handshakeComplete { guard sealTLSPlaintext() else { return }; tls.shutdown(); moveTLSOutput() }
+        guard queueTLSCloseNotify() else { return }
         if !inRead { flushNow() }
     }
 
@@ -270,7 +246,7 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
     public func shutdownOutput() {
         loop.preconditionInLoop()
         guard !isClosed else { return }
-        if let tls, tls.handshakeComplete { guard sealTLSPlaintext() else { return }; tls.shutdown(); moveTLSOutput() }
+        guard queueTLSCloseNotify() else { return }
         flushNow()
         if pending.isEmpty { _ = Glibc.shutdown(fd, Int32(SHUT_WR)) }
     }
@@ -295,9 +271,8 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         while !isClosed && !readingPaused {
             let n = Glibc.read(fd, buf.baseAddress, buf.count)
             if n > 0 {
-                if let tls {
-                    tls.feed(UnsafeRawBufferPointer(start: buf.baseAddress, count: n))
-                    processTLSInput()
+                if tls != nil {
+                    receiveTLS(UnsafeRawBufferPointer(start: buf.baseAddress, count: n))
                 } else {
                     handler?.connectionRead(self, UnsafeMutableRawBufferPointer(start: buf.baseAddress, count: n))
                 }
@@ -306,10 +281,7 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
                 if n < buf.count || reads >= 4 { break }
             } else if n == 0 {
                 inRead = false
-                if let tls, !tls.receivedCloseNotify {
-                    guard tls.handshakeComplete else { closeNow(error: .tls(.unexpectedEOF)); return }
-                    closeError = .tls(.unexpectedEOF)
-                }
+                guard tlsInputEnded() else { return }
                 inputClosed()
                 return
             } else {
@@ -329,14 +301,14 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         flushNow()
     }
 
-    private func inputClosed() {
+    func inputClosed() {
         guard !isClosed else { return }
         if !readingPaused { readingPaused = true; loop.reregister(fd: fd, readable: false, writable: wantWritable) }
         handler?.connectionInputClosed(self)
         if !isClosed { close() }
     }
 
-    private func flushNow() {
+    func flushNow() {
         guard !isClosed, started else { return }
         guard sealTLSPlaintext() else { return }
         if !pending.isEmpty {
@@ -363,103 +335,18 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
                 handler?.connectionWritabilityChanged(self, writable: true)
             }
         }
-        if closeWhenFlushed && pending.isEmpty && tlsEarlyWrites.isEmpty && tlsPlaintext.isEmpty && !isClosed { closeNow(error: closeError) }
+        if closeWhenFlushed && pending.isEmpty && tlsBufferedByteCount == 0 && !isClosed { closeNow(error: closeError) }
     }
 
-    // MARK: TLS
-
-    private func encrypt(_ bytes: UnsafeRawBufferPointer, _ tls: TLSSession) {
-        guard tls.handshakeComplete else {
-            tlsEarlyWrites.append(contentsOf: bytes)
-            afterEnqueue()
-            return
-        }
-        if bytes.count >= Self.tlsRecordSize {
-            // A record's worth or more: sealed straight from the caller's bytes, after what
-            // was gathered before it, rather than copied into the buffer first.
-            guard sealTLSPlaintext() else { return }
-            do throws(TLSError) { try tls.write(bytes) } catch { failTLS(error); return }
-            moveTLSOutput()
-        } else {
-            tlsPlaintext.append(contentsOf: bytes)
-            if tlsPlaintext.count >= Self.tlsRecordSize { guard sealTLSPlaintext() else { return } }
-        }
-        afterEnqueue()
-    }
-
-    /// Encrypts the gathered plaintext into the write queue. False if the session failed
-    /// (the connection is then closed).
-    private func sealTLSPlaintext() -> Bool {
-        guard let tls, !tlsPlaintext.isEmpty else { return true }
-        let sealed = tlsPlaintext.withUnsafeBytes { b in Result { () throws(TLSError) in try tls.write(b) } }
-        tlsPlaintext.removeAll(keepingCapacity: tlsPlaintext.capacity <= 4 * Self.tlsRecordSize)
-        if case .failure(let error) = sealed { failTLS(error); return false }
-        moveTLSOutput()
-        return true
-    }
-
-    /// Moves the session's ciphertext into the write queue.
-    private func moveTLSOutput() {
-        tls?.takeOutput { pending.append($0) }
-    }
-
-    /// Advances the handshake, then decrypts every complete record for the handler.
-    private func processTLSInput() {
-        guard let tls, !isClosed else { return }
-        if !tls.handshakeComplete {
-            do throws(TLSError) {
-                guard try tls.advanceHandshake() else { moveTLSOutput(); if !inRead { flushNow() }; return }
-            } catch {
-                failTLS(error)
-                return
-            }
-            if let t = tlsHandshakeTimer { loop.cancel(t); tlsHandshakeTimer = nil }
-            if !tlsEarlyWrites.isEmpty {
-                let early = tlsEarlyWrites
-                tlsEarlyWrites = []
-                let sent = early.withUnsafeBytes { b in Result { () throws(TLSError) in try tls.write(b) } }
-                if case .failure(let error) = sent { failTLS(error); return }
-            }
-            if closeWhenFlushed { tls.shutdown() }
-            moveTLSOutput()
-        }
-        let plain = loop.tlsPlaintextBuffer
-        while !isClosed && !readingPaused {
-            let result: TLSSession.ReadResult
-            do throws(TLSError) { result = try tls.read(into: plain) } catch { failTLS(error); return }
-            switch result {
-            case .bytes(let n):
-                handler?.connectionRead(self, UnsafeMutableRawBufferPointer(start: plain.baseAddress, count: n))
-            case .wantMore:
-                moveTLSOutput()
-                return
-            case .closed:
-                moveTLSOutput()
-                inputClosed()
-                return
-            }
-        }
-        moveTLSOutput()
-    }
-
-    /// Sends whatever alert OpenSSL queued (best effort, without waiting) and closes.
-    private func failTLS(_ error: TLSError) {
-        moveTLSOutput()
-        if !pending.isEmpty { _ = pending.flush(fd: fd) }
-        closeNow(error: .tls(error))
-    }
-
-    private func closeNow(error: NetError?) {
+    func closeNow(error: NetError?) {
         guard !isClosed else { return }
         isClosed = true
-        if let t = tlsHandshakeTimer { loop.cancel(t); tlsHandshakeTimer = nil }
-        tlsEarlyWrites = []
+        discardTLSState()
         if started {
             loop.deregister(fd: fd)
             loop.removeShutdownHook(self)
         }
         pending.removeAll()
-        tlsPlaintext = []
         Glibc.close(fd)
         fd = -1
         let h = handler

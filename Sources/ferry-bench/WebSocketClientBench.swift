@@ -45,7 +45,9 @@ struct WebSocketClientBench: AsyncParsableCommand {
             drivers.append(driver)
         }
         let loop = group.loops[0]
-        let all = UncheckedDrivers(drivers)
+        // The drivers are touched only on `loop`: every closure that unboxes them runs there
+        // (confinement).
+        let all = UncheckedTransfer(drivers)
         _ = loop.execute { for d in all.value { d.begin() } }
         try await Task.sleep(for: .seconds(warmup))
         let (m0, b0, c0) = (stats.messages.load(ordering: .relaxed), stats.bytes.load(ordering: .relaxed), Self.cpuMicros())
@@ -84,13 +86,6 @@ struct WebSocketClientBench: AsyncParsableCommand {
 final class BenchStats: Sendable {
     let messages = Atomic<Int>(0)
     let bytes = Atomic<Int>(0)
-}
-
-/// Safety of `@unchecked Sendable`: the drivers are only touched on their loop (the closures
-/// that carry this box run there).
-struct UncheckedDrivers: @unchecked Sendable {
-    let value: [EchoDriver]
-    init(_ v: [EchoDriver]) { value = v }
 }
 
 /// Keeps `inFlight` messages outstanding on one connection and checks each echo.

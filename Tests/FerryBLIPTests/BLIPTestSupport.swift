@@ -1,4 +1,4 @@
-@testable import FerryBLIP
+@_spi(Fuzzing) @testable import FerryBLIP
 import FerryTestSupport
 import Foundation
 #if canImport(Glibc)

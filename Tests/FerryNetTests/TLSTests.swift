@@ -89,7 +89,7 @@ func tlsConnect(port: Int, on loop: EventLoop, _ configuration: TLSClientConfigu
     // TLS starts in the connect callback, on the loop: no hop through the (possibly busy)
     // test thread pool between the server's accept and our ClientHello, which the server's
     // handshake timeout would otherwise count.
-    let result: Result<UnsafeSendable<TCPConnection>, NetError> = await withCheckedContinuation { c in
+    let result: Result<TCPConnection, NetError> = await withCheckedContinuation { c in
         TCPConnection.connect(to: addresses[0], on: loop) { r in
             switch r {
             case .failure(let e): c.resume(returning: .failure(e))
@@ -97,15 +97,12 @@ func tlsConnect(port: Int, on loop: EventLoop, _ configuration: TLSClientConfigu
                 do throws(NetError) { try conn.startTLS(context, serverName: serverName) } catch { c.resume(returning: .failure(error)); return }
                 conn.start(handler: probe)
                 conn.write(Array(message.utf8))
-                c.resume(returning: .success(UnsafeSendable(conn)))
+                c.resume(returning: .success(conn))
             }
         }
     }
-    return (probe, try result.get().value)
+    return (probe, try result.get())
 }
-
-/// Safety: used to carry a loop-confined object to its own loop.
-struct UnsafeSendable<T>: @unchecked Sendable { let value: T; init(_ v: T) { value = v } }
 
 /// The rejection reason inside a close error, if it is one.
 func rejection(_ e: NetError??) -> CertificateRejection.Reason? {
@@ -130,8 +127,8 @@ func rejection(_ e: NetError??) -> CertificateRejection.Reason? {
             #expect(client.version.withLock { $0 } == "TLSv1.3")
             #expect(client.peer.withLock { $0 }?.commonName == "localhost")
             // An orderly close: close_notify, and the server sees no error.
-            let box = UnsafeSendable(conn)
-            group.loops[0].execute { box.value.close() }
+            // `TCPConnection` is Sendable (its methods run on its loop): no box needed.
+            group.loops[0].execute { conn.close() }
             let serverSide = try #require(await server.next())
             let end = await serverSide.collect()
             #expect(end.closed == .some(nil), "orderly close seen by the server: \(String(describing: end.closed))")
@@ -283,11 +280,10 @@ func rejection(_ e: NetError??) -> CertificateRejection.Reason? {
         }
 
         // The good connection still works.
-        let box = UnsafeSendable(goodConn)
-        loop.execute { box.value.write(Array("two".utf8)) }
+        loop.execute { goodConn.write(Array("two".utf8)) }
         #expect(await good.collect(until: "two").text == "two")
         // Cutting the TCP stream without close_notify is reported to the other side as truncation.
-        loop.execute { box.value.abort() }
+        loop.execute { goodConn.abort() }
         #expect(await goodOnServer.collect().closed == .some(.tls(.unexpectedEOF)))
         await server.listener.close()
     }

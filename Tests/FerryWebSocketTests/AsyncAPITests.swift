@@ -1,5 +1,5 @@
 import FerryNet
-@testable import FerryWebSocket
+@_spi(Fuzzing) @testable import FerryWebSocket
 import Foundation
 import Testing
 

@@ -1,4 +1,4 @@
-@testable import FerryWebSocket
+@_spi(Fuzzing) @testable import FerryWebSocket
 import Testing
 
 @Suite struct UTF8ValidatorTests {

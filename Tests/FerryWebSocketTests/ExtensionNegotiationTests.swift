@@ -1,4 +1,4 @@
-@testable import FerryWebSocket
+@_spi(Fuzzing) @testable import FerryWebSocket
 import Testing
 
 /// `Sec-WebSocket-Extensions` parsing and permessage-deflate negotiation (RFC 6455 §9.1,

@@ -1,4 +1,4 @@
-@testable import FerryWebSocket
+@_spi(Fuzzing) @testable import FerryWebSocket
 import Testing
 
 /// Protocol/vectors/websocket.hex, computed independently from RFC 6455, checked byte for byte

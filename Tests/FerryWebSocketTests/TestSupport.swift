@@ -1,5 +1,5 @@
 import FerryNet
-@testable import FerryWebSocket
+@_spi(Fuzzing) @testable import FerryWebSocket
 import FerryTestSupport
 import Foundation
 #if canImport(Glibc)

@@ -1,4 +1,4 @@
-import FerryBLIP
+@_spi(Fuzzing) import FerryBLIP
 import FuzzSupport
 
 // Feeds arbitrary frames to a BLIPSession: the input is split into frames at 0xFE separator

@@ -1,4 +1,4 @@
-import FerryWebSocket
+@_spi(Fuzzing) import FerryWebSocket
 import FuzzSupport
 
 // Drives the streaming state machine (both roles, without and with permessage-deflate) and the

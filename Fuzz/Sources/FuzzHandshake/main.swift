@@ -1,4 +1,4 @@
-import FerryWebSocket
+@_spi(Fuzzing) import FerryWebSocket
 import FuzzSupport
 
 // Feeds arbitrary bytes to the HTTP head parser (in two pieces) and, when a head comes out,

@@ -19,7 +19,7 @@ public struct PerMessageDeflateAgreement: Sendable, Equatable {
     public var minimumSize: Int
 
     /// The agreement for `role` from an accepted response and our options.
-    public init(role: WebSocketRole, response: PerMessageDeflateParameters, options: PerMessageDeflateOptions) {
+    @_spi(Fuzzing) public init(role: WebSocketRole, response: PerMessageDeflateParameters, options: PerMessageDeflateOptions) {
         self.response = response
         let serverBits = response.serverMaxWindowBits ?? 15
         let clientBits = response.clientMaxWindowBits ?? 15

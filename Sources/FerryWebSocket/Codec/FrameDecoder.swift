@@ -68,7 +68,7 @@ public enum FrameHeaderParser {
 /// frame on its own (not the message-level rules, which `WebSocketStateMachine` enforces).
 /// Used by tests, golden vectors and the fuzz target; the connection uses the streaming path
 /// in `WebSocketStateMachine` to avoid copies.
-public struct FrameDecoder: Sendable {
+@_spi(Fuzzing) public struct FrameDecoder: Sendable {
     private var buffer: [UInt8] = []
     private var start = 0
     /// Our role (decides which masking the peer must use).

@@ -1,6 +1,6 @@
 /// The permessage-deflate handshake (RFC 7692 §5, §7.1): the client's offer, the server's
 /// choice among offers, and the client's check of the server's response.
-public enum PerMessageDeflateNegotiation {
+@_spi(Fuzzing) public enum PerMessageDeflateNegotiation {
     /// The client's `Sec-WebSocket-Extensions` value for `options`. It always carries
     /// `client_max_window_bits` (bare at 15: "I support the parameter").
     public static func clientOffer(_ options: PerMessageDeflateOptions) -> String {

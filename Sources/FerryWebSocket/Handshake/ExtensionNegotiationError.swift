@@ -1,7 +1,7 @@
 /// Why a `Sec-WebSocket-Extensions` header or a permessage-deflate offer or response was refused.
 /// A server declines an offer that fails (answers without it); a client fails the connection
 /// on a response that fails (`WebSocketError.invalidUpgradeResponse`).
-public enum ExtensionNegotiationError: Error, Sendable, Equatable, CustomStringConvertible {
+@_spi(Fuzzing) public enum ExtensionNegotiationError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The header does not follow the RFC 6455 §9.1 grammar.
     case malformedHeader(String)
     /// A parameter the extension does not define.

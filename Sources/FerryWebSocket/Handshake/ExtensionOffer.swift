@@ -1,7 +1,7 @@
 /// One element of a `Sec-WebSocket-Extensions` header (RFC 6455 §9.1): an extension name and
 /// its parameters, in order. Names are lower-cased (tokens compare case-insensitively); values
 /// given as quoted strings are unquoted.
-public struct ExtensionOffer: Sendable, Equatable {
+@_spi(Fuzzing) public struct ExtensionOffer: Sendable, Equatable {
     /// One `name[=value]` parameter.
     public struct Parameter: Sendable, Equatable {
         /// The parameter name, lower-cased.

@@ -1,13 +1,12 @@
-import CZlib
-
 /// Compresses outgoing messages for permessage-deflate (RFC 7692 §7.2.1): raw DEFLATE (no zlib
 /// header), each message or fragment ended with a sync flush, the final `00 00 FF FF` removed.
-/// One per connection; the output buffer is reused. Not thread-safe: its state machine owns it.
+/// zlib is driven through `RawDeflateStream`. One per connection; the output buffer is reused.
+/// Not thread-safe: its state machine owns it.
 final class MessageDeflater {
     /// The sync-flush marker removed from the end of every compressed message.
     static let trailer: (UInt8, UInt8, UInt8, UInt8) = (0x00, 0x00, 0xFF, 0xFF)
 
-    private var stream = z_stream()
+    private let raw: RawDeflateStream
     private let noContextTakeover: Bool
     private var buffer: UnsafeMutableRawPointer?
     private var capacity = 0
@@ -17,13 +16,12 @@ final class MessageDeflater {
     /// inflates it). Nil if zlib cannot allocate its state.
     init?(level: Int, windowBits: Int, memoryLevel: Int, noContextTakeover: Bool) {
         self.noContextTakeover = noContextTakeover
-        let bits = Int32(min(max(windowBits, 9), 15))
-        guard deflateInit2_(&stream, Int32(level), Z_DEFLATED, -bits, Int32(memoryLevel), Z_DEFAULT_STRATEGY,
-                            ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else { return nil }
+        let bits = min(max(windowBits, 9), 15)
+        guard let raw = RawDeflateStream(compressionLevel: level, windowBits: bits, memoryLevel: memoryLevel) else { return nil }
+        self.raw = raw
     }
 
     deinit {
-        deflateEnd(&stream)
         buffer?.deallocate()
     }
 
@@ -32,24 +30,20 @@ final class MessageDeflater {
     /// §7.2.3.6) and, with no context takeover, resets the compressor. The result stays valid
     /// until the next call.
     func compress(_ input: UnsafeRawBufferPointer, final: Bool) -> UnsafeRawBufferPointer {
-        reserve(Int(deflateBound(&stream, uLong(input.count))) + 16)
+        reserve(raw.compressBound(input.count) + 16)
         var count = 0
-        stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress?.assumingMemoryBound(to: Bytef.self))
-        stream.avail_in = uInt(input.count)
+        raw.setInput(input)
         while true {
             // `reserve` guarantees a buffer; a zero-capacity one cannot happen.
             guard let out = buffer else { break }
-            stream.next_out = (out + count).assumingMemoryBound(to: Bytef.self)
-            stream.avail_out = uInt(capacity - count)
             // Z_BUF_ERROR (nothing to do: a repeated flush with no input) is not an error.
-            _ = deflate(&stream, Z_SYNC_FLUSH)
-            count = capacity - Int(stream.avail_out)
-            if stream.avail_out > 0 { break }
+            count += raw.syncFlush(into: UnsafeMutableRawBufferPointer(start: out + count, count: capacity - count)).produced
+            if count < capacity { break }
             reserve(capacity * 2)
         }
-        stream.next_in = nil
+        raw.clearInput()
         if final {
-            if noContextTakeover { deflateReset(&stream) }
+            if noContextTakeover { raw.reset() }
             if count >= 4, let b = buffer?.assumingMemoryBound(to: UInt8.self),
                (b[count - 4], b[count - 3], b[count - 2], b[count - 1]) == Self.trailer {
                 count -= 4

@@ -1,6 +1,6 @@
 /// Accumulates bytes until a complete HTTP/1.1 head (`\r\n\r\n`) and parses it, with a size
 /// limit so a peer cannot make us buffer without bound. Sans-I/O: fed bytes, returns heads.
-public struct HTTPHeadParser: Sendable {
+@_spi(Fuzzing) public struct HTTPHeadParser: Sendable {
     private var buffer: [UInt8] = []
     private var scanFrom = 0
     /// The largest head accepted, in bytes.

@@ -13,8 +13,8 @@ public enum ClientConnector {
                                tls: TLSContext? = nil,
                                handler: WebSocketHandler,
                                completion: @escaping @Sendable (Result<WebSocketConnection, WebSocketError>) -> Void) {
-        // The handler is used on `loop` only; the box carries it there.
-        let box = UncheckedBox(handler)
+        // The handler is used on `loop` only; the box carries it there (confinement).
+        let box = UncheckedTransfer(handler)
         Task {
             let context: TLSContext?
             let chosen: Result<TLSContext?, TLSError> = !url.secure ? .success(nil) : tls.map { .success($0) } ?? TLSContext.defaultClientResult
@@ -44,7 +44,8 @@ public enum ClientConnector {
         var options = ConnectionOptions()
         options.writeHighWaterMark = configuration.writeHighWaterMark
         options.writeLowWaterMark = configuration.writeHighWaterMark / 4
-        let box = UncheckedBox(handler)
+        // The connect callback runs on `loop`, where the handler is used (confinement).
+        let box = UncheckedTransfer(handler)
         TCPConnection.connect(to: address, on: loop, timeout: configuration.handshakeTimeout, options: options) { result in
             switch result {
             case .failure(let e):
@@ -62,13 +63,6 @@ public enum ClientConnector {
             }
         }
     }
-}
-
-/// Carries a loop-confined reference into a `@Sendable` closure that runs on the same loop.
-/// Safety of `@unchecked Sendable`: every use site dereferences it only on the owning loop.
-struct UncheckedBox<T>: @unchecked Sendable {
-    let value: T
-    init(_ v: T) { value = v }
 }
 
 /// Sends the upgrade request and checks the response. Loop-confined.

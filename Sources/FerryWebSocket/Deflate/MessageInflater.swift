@@ -1,12 +1,10 @@
-import CZlib
-
 /// Decompresses incoming permessage-deflate messages (RFC 7692 §7.2.2) with a bounded output:
 /// the compressed bytes of a message are inflated as they arrive, straight into one growing
 /// buffer whose size never exceeds `maxMessageSize + 1`, so a small message that would inflate
-/// past the limit fails with `.messageTooBig` (close 1009) before the memory is taken.
-/// Not thread-safe: its state machine owns it.
+/// past the limit fails with `.messageTooBig` (close 1009) before the memory is taken. zlib is
+/// driven through `RawDeflateStream`. Not thread-safe: its state machine owns it.
 final class MessageInflater {
-    private var stream = z_stream()
+    private let raw: RawDeflateStream
     private let noContextTakeover: Bool
     /// The largest inflated message accepted.
     let maxMessageSize: Int
@@ -27,12 +25,12 @@ final class MessageInflater {
     init?(windowBits: Int, noContextTakeover: Bool, maxMessageSize: Int) {
         self.noContextTakeover = noContextTakeover
         self.maxMessageSize = maxMessageSize
-        let bits = Int32(min(max(windowBits, 9), 15))
-        guard inflateInit2_(&stream, -bits, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else { return nil }
+        let bits = min(max(windowBits, 9), 15)
+        guard let raw = RawDeflateStream(decompressingWindowBits: bits) else { return nil }
+        self.raw = raw
     }
 
     deinit {
-        inflateEnd(&stream)
         buffer?.deallocate()
     }
 
@@ -54,7 +52,7 @@ final class MessageInflater {
         if !ended {
             try withUnsafeBytes(of: MessageDeflater.trailer) { t throws(WebSocketError) in try run(t) }
             // inflate() reports in data_type bit 128 that it stopped at a block boundary.
-            if !ended && stream.data_type & 128 == 0 { throw .invalidCompressedData("compressed message is truncated") }
+            if !ended && !raw.endsOnBlockBoundary { throw .invalidCompressedData("compressed message is truncated") }
         }
         return UnsafeRawBufferPointer(start: buffer.map { $0 + before }, count: count - before)
     }
@@ -62,7 +60,7 @@ final class MessageInflater {
     /// Forgets the delivered message; resets the context when the peer does not keep its own.
     func endMessage() {
         count = 0
-        if noContextTakeover || ended { inflateReset(&stream) }
+        if noContextTakeover || ended { raw.reset() }
         ended = false
         if capacity > 64 * 1024 {
             buffer?.deallocate()
@@ -72,30 +70,29 @@ final class MessageInflater {
     }
 
     private func run(_ input: UnsafeRawBufferPointer) throws(WebSocketError) {
-        guard !ended, let base = input.baseAddress, input.count > 0 else { return }
-        stream.next_in = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: Bytef.self))
-        stream.avail_in = uInt(input.count)
-        defer { stream.next_in = nil; stream.avail_in = 0 }
+        guard !ended, input.baseAddress != nil, input.count > 0 else { return }
+        raw.setInput(input)
+        defer { raw.clearInput() }
         while true {
             if count == capacity { try grow() }
             guard let out = buffer else { throw .invalidCompressedData("no inflate buffer") }
-            stream.next_out = (out + count).assumingMemoryBound(to: Bytef.self)
-            stream.avail_out = uInt(capacity - count)
-            let inBefore = stream.avail_in
-            let status = CZlib.inflate(&stream, Z_SYNC_FLUSH)
-            let produced = capacity - count - Int(stream.avail_out)
+            let inBefore = raw.availableInput
+            let room = capacity - count
+            let (status, produced) = raw.syncFlush(into: UnsafeMutableRawBufferPointer(start: out + count, count: room))
             count += produced
             switch status {
-            case Z_OK, Z_BUF_ERROR: break
-            case Z_STREAM_END: ended = true; return
-            case Z_NEED_DICT: throw .invalidCompressedData("deflate data asks for a dictionary")
-            case Z_MEM_ERROR: throw .invalidCompressedData("inflate out of memory")
-            default: throw .invalidCompressedData(stream.msg.map { String(cString: $0) } ?? "invalid deflate data")
+            case .ok, .bufferError: break
+            case .streamEnd: ended = true; return
+            case .needDictionary: throw .invalidCompressedData("deflate data asks for a dictionary")
+            case .outOfMemory: throw .invalidCompressedData("inflate out of memory")
+            case .failed(let message): throw .invalidCompressedData(message ?? "invalid deflate data")
             }
             if count > maxMessageSize { throw .messageTooBig(limit: maxMessageSize) }
-            if stream.avail_in == 0 && stream.avail_out > 0 { return }
+            // Output room left after the call (zlib's avail_out).
+            let roomLeft = room - produced
+            if raw.availableInput == 0 && roomLeft > 0 { return }
             // No progress with room on both sides cannot happen; never spin on it.
-            if produced == 0 && stream.avail_in == inBefore && stream.avail_out > 0 { return }
+            if produced == 0 && raw.availableInput == inBefore && roomLeft > 0 { return }
         }
     }
 

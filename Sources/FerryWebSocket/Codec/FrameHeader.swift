@@ -31,7 +31,7 @@ public struct FrameHeader: Sendable, Equatable {
 }
 
 /// A complete frame with its (unmasked) payload; used by the value-level decoder, tests and fuzzers.
-public struct Frame: Sendable, Equatable {
+@_spi(Fuzzing) public struct Frame: Sendable, Equatable {
     /// The header as received.
     public var header: FrameHeader
     /// The payload, unmasked.

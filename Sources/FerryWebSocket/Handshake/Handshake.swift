@@ -54,7 +54,7 @@ public enum Handshake {
 }
 
 /// The server's side of the handshake (RFC 6455 §4.2): validates a request and writes the answer.
-public enum ServerHandshake {
+@_spi(Fuzzing) public enum ServerHandshake {
     /// What a valid upgrade request asks for.
     public struct Offer: Sendable {
         /// The `Sec-WebSocket-Accept` value to answer with.
@@ -103,7 +103,7 @@ public enum ServerHandshake {
 }
 
 /// The client's side of the handshake (RFC 6455 §4.1): writes the request, checks the answer.
-public struct ClientHandshake: Sendable {
+@_spi(Fuzzing) public struct ClientHandshake: Sendable {
     /// The `Sec-WebSocket-Key` sent.
     public let key: String
     /// The subprotocols offered, in preference order.

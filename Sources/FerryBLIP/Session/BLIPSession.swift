@@ -19,7 +19,7 @@ public struct BLIPConfiguration: Sendable {
 /// outbox scheduler (round robin, urgent insertion, 16 KiB / 4 KiB frames), compression, the
 /// running CRCs and flow control (ACKs, freezing at 128,000 unacknowledged bytes). No sockets,
 /// threads or clocks. Not thread-safe: one owner drives it.
-public final class BLIPSession {
+@_spi(Fuzzing) public final class BLIPSession {
     // `@exclusivity(unchecked)` on the stored properties below: Swift checks exclusive access to
     // class properties at run time, and those checks were ~13% of a small-message round trip.
     // Safe because every access happens on the owning event loop's thread, and no method keeps

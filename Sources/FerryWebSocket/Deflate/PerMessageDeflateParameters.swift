@@ -21,7 +21,7 @@ public struct PerMessageDeflateParameters: Sendable, Equatable {
 
     /// Validates `element`'s parameters. In a response (`isResponse`), `client_max_window_bits`
     /// needs a value (RFC 7692 §7.1.2.2).
-    public init(_ element: ExtensionOffer, isResponse: Bool) throws(ExtensionNegotiationError) {
+    @_spi(Fuzzing) public init(_ element: ExtensionOffer, isResponse: Bool) throws(ExtensionNegotiationError) {
         var seen = Set<String>()
         for p in element.parameters {
             guard seen.insert(p.name).inserted else { throw .duplicateParameter(p.name) }
@@ -58,7 +58,7 @@ public struct PerMessageDeflateParameters: Sendable, Equatable {
     }
 
     /// The header element for these parameters.
-    public var element: ExtensionOffer {
+    @_spi(Fuzzing) public var element: ExtensionOffer {
         var ps: [ExtensionOffer.Parameter] = []
         if serverNoContextTakeover { ps.append(.init(name: "server_no_context_takeover")) }
         if clientNoContextTakeover { ps.append(.init(name: "client_no_context_takeover")) }
