@@ -1,10 +1,10 @@
 import FerryBLIP
 import FerryStore
 
-/// The replication protocol's parsers of untrusted input, public for tools and the fuzz target:
+/// The replication protocol's parsers of untrusted input, for the fuzz target (`@_spi(Fuzzing)`):
 /// each reads a message as a peer would and throws the typed error the peer would answer with.
 /// Nothing here touches a database.
-public enum ReplicationWire {
+@_spi(Fuzzing) public enum ReplicationWire {
     /// Parses a request of `profile` (`changes`, `proposeChanges`, `rev`) or, with
     /// `isResponse`, the response to one (`changes`/`proposeChanges` responses for `count`
     /// entries). Size limits apply before parsing (16 MiB bodies).

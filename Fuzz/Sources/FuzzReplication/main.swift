@@ -1,5 +1,5 @@
 import FerryBLIP
-import FerrySync
+@_spi(Fuzzing) import FerrySync
 import FuzzSupport
 
 // Feeds arbitrary bytes to the replication message parsers: the first byte picks the message
