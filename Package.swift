@@ -2,10 +2,14 @@
 import PackageDescription
 
 /// Ferry: a peer-to-peer document replicator. One module per layer; each depends only on the
-/// layers below it (system libraries → FerryNet → FerryWebSocket → BLIP → store → sync → CLI).
+/// layers below it (docs/architecture.md):
+/// - transport: system libraries (OpenSSL, zlib) → FerryNet (sockets, epoll, TLS) →
+///   FerryWebSocket → FerryBLIP;
+/// - storage: SQLite → FerryStore, which knows no transport;
+/// - FerrySync (replication) on FerryBLIP and FerryStore; the executables on top.
+/// Linux only: the event loop is epoll and eventfd, so no Apple platform is declared.
 let package = Package(
     name: "Ferry",
-    platforms: [.macOS(.v15)],
     products: [
         .library(name: "FerryNet", targets: ["FerryNet"]),
         .library(name: "FerryWebSocket", targets: ["FerryWebSocket"]),

@@ -50,7 +50,6 @@ final class Inserter: Sendable {
         var commitRequested = false
         /// Revisions on their way to the queue (the pull ledger's count).
         let onTheWay: @Sendable () -> Int
-        var expected: Int { onTheWay() }
     }
     private let queue: Mutex<Queue>
 
@@ -105,8 +104,9 @@ final class Inserter: Sendable {
         waiter?.resume()
     }
 
-    /// Sets the batch size under which the inserter waits for announced revisions (a puller
-    /// sets half its `changes` batch size: the feeder never has more unanswered).
+    /// Sets the largest batch size under which the inserter waits for revisions on their way
+    /// (`ReplicatorTuning.lingerBatch`, `.passiveLingerBatch`); it lingers for fewer when the
+    /// sender turns out to keep fewer in flight.
     func setLingerBatch(_ n: Int) {
         queue.withLock { q in
             q.lingerLimit = max(1, n)
@@ -225,12 +225,12 @@ final class Inserter: Sendable {
 extension Inserter.Queue {
     /// Whether the waiter may run: enough items, or no reason to wait for more.
     var isReady: Bool {
-        closed || commitRequested || (!items.isEmpty && (items.count >= threshold || expected == 0))
+        closed || commitRequested || (!items.isEmpty && (items.count >= threshold || onTheWay() == 0))
     }
 
     /// Whether a batch of what is queued now should wait for the revisions still expected.
     var wantsToLinger: Bool {
-        !closed && expected > 0 && items.count < lingerBatch
+        !closed && items.count < lingerBatch && onTheWay() > 0
     }
 
     /// Hands out the waiter if it may run now.

@@ -284,7 +284,8 @@ final class Pusher: Sendable {
     }
 
     private func sendProposals(_ proposals: [ReplicationMessages.ProposedChange]) async throws(ReplicationError) -> [ReplicationMessages.ProposalStatus] {
-        let request = BLIPMessage.request(profile: ReplicationProtocol.Profile.proposeChanges, properties: [(ReplicationProtocol.Property.conflictIncludesRev, "true")],
+        let request = BLIPMessage.request(profile: ReplicationProtocol.Profile.proposeChanges,
+                                          properties: [(ReplicationProtocol.Property.conflictIncludesRev, "true")],
                                           body: ReplicationMessages.encodeProposals(proposals))
         let reply: BLIPMessage
         do { reply = try await connection.send(request) } catch { throw ReplicationError(error) }

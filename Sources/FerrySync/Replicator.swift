@@ -112,8 +112,9 @@ public final class Replicator: Sendable {
         statusBroadcaster.send(status)
     }
 
-    /// Stops: closes the connection, resolves conflicts still pending (Protocol/revisions.md, "Resolver input"), and
-    /// returns when stopped. Checkpoints already saved stay; the next `start()` resumes there.
+    /// Stops: closes the connection, resolves conflicts still pending (Protocol/revisions.md,
+    /// "Resolver input"), and returns when stopped. Checkpoints already saved stay; the next
+    /// `start()` resumes there.
     public func stop() async {
         let task = state.withLock { $0.task }
         task?.cancel()
