@@ -72,6 +72,7 @@ final class Puller: Sendable {
                     guard await ledger.waitForRoom() else { return }
                     if first.message.profile == ReplicationProtocol.Profile.proposeChanges {
                         let run = rest.prefix { $0.message.profile == ReplicationProtocol.Profile.proposeChanges }
+                            .prefix(ReplicatorTuning.batchSize)
                         answerer.answerProposals(Array(run))
                         rest = rest.dropFirst(run.count)
                     } else {
