@@ -23,6 +23,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // The DocC catalogs (Sources/*/*.docc): `swift package generate-documentation`; scripts/test builds them.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // System libraries the user chose, found with pkg-config.
