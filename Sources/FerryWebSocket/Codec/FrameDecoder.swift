@@ -12,6 +12,7 @@ public enum FrameHeaderParser {
     /// Parses a header at the start of `bytes`. Returns nil when more bytes are needed, or the
     /// header and its encoded length. Throws for a header that breaks the protocol.
     /// - Parameters:
+    ///   - bytes: what has arrived, starting at a frame boundary.
     ///   - role: our role; a server requires masked frames, a client refuses them.
     ///   - allowedRSV: reserved bits an extension negotiated (RSV1 = 4 for permessage-deflate).
     ///   - maxFrameSize: frames with a longer payload fail with `.messageTooBig`.
