@@ -105,14 +105,20 @@ struct ConflictTests {
         await molly.stop(); await naomi.stop()
     }
 
-    @Test func failingResolverLeavesTheConflictAndReportsIt() async throws {
-        struct Nope: Error {}
+    /// Molly and Naomi share "doc", then each edits it apart: the next sync meets a conflict.
+    func divergedPair() async throws -> (molly: Peer, naomi: Peer) {
         let molly = try await Peer.make("molly")
         let naomi = try await Peer.make("naomi", serving: true)
         try molly.put("doc", ["v": 0])
         try await replicate(molly, with: naomi)
         try molly.put("doc", ["v": "molly"])
         try naomi.put("doc", ["v": "naomi"])
+        return (molly, naomi)
+    }
+
+    @Test func failingResolverLeavesTheConflictAndReportsIt() async throws {
+        struct Nope: Error {}
+        let (molly, naomi) = try await divergedPair()
         // A document read from another database, as Couchbase Lite documents it, is an error too.
         let elsewhere = try await Peer.make("elsewhere")
         try elsewhere.put("doc", ["v": "elsewhere"])
@@ -148,12 +154,7 @@ struct ConflictTests {
 
     @Test(.timeLimit(.minutes(1))) func stopResolvesPendingConflictsBeforeItReturns() async throws {
         struct NotYet: Error {}
-        let molly = try await Peer.make("molly")
-        let naomi = try await Peer.make("naomi", serving: true)
-        try molly.put("doc", ["v": 0])
-        try await replicate(molly, with: naomi)
-        try molly.put("doc", ["v": "molly"])
-        try naomi.put("doc", ["v": "naomi"])
+        let (molly, naomi) = try await divergedPair()
         let refusing = Mutex(true)
         var c = ReplicatorConfiguration(database: molly.db, target: naomi.url)
         c.continuous = true
