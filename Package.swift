@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "FerryNet", targets: ["FerryNet"]),
         .library(name: "FerryWebSocket", targets: ["FerryWebSocket"]),
         .library(name: "FerryBLIP", targets: ["FerryBLIP"]),
+        .library(name: "FerryHTTP", targets: ["FerryHTTP"]),
         .library(name: "FerryStore", targets: ["FerryStore"]),
         .library(name: "FerrySync", targets: ["FerrySync"]),
         .executable(name: "ferry", targets: ["ferry"]),
@@ -51,6 +52,9 @@ let package = Package(
                           dependencies: ["FerryWebSocket", "FerryNet", "FerryBLIP", "CZlib",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "Logging", package: "swift-log")]),
+        // HTTP/1.1 request decoding and response encoding, sans-I/O (Protocol/http.md): the
+        // codec the REST API will speak beside the WebSocket one. No dependencies.
+        .target(name: "FerryHTTP"),
         // The document store: SQLite (C API), revision trees, conflicts, validation. No transport.
         .target(name: "FerryStore",
                 dependencies: ["CSQLite", "COpenSSL", .product(name: "Logging", package: "swift-log")]),
@@ -83,6 +87,7 @@ let package = Package(
         .target(name: "FerryTestSupport", dependencies: ["COpenSSL"], path: "Tests/FerryTestSupport"),
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore", "CSQLite", "ferry-store-writer", "FerryTestSupport"]),
         .testTarget(name: "FerryNetTests", dependencies: ["FerryNet", "FerryTestSupport"]),
+        .testTarget(name: "FerryHTTPTests", dependencies: ["FerryHTTP", "FerryTestSupport"]),
         .testTarget(name: "FerrySyncTests", dependencies: ["FerrySync", "FerryStore", "FerryBLIP", "FerryWebSocket", "FerryTestSupport", "ferry"]),
         .testTarget(name: "FerryBLIPTests", dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet", "FerryTestSupport"],
                     exclude: ["Interop"]),
