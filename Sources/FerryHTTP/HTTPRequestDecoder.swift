@@ -107,10 +107,8 @@ public struct HTTPRequestDecoder: Sendable {
             }
             return true
         case .fixed(let remaining):
-            let n = min(remaining, available)
+            let n = takeBody(upTo: remaining, into: &events)
             guard n > 0 else { return false }
-            events.append(.body(Array(buffer[start..<start + n])))
-            start += n
             if n == remaining {
                 events.append(.end)
                 state = .head
@@ -136,10 +134,8 @@ public struct HTTPRequestDecoder: Sendable {
             state = .chunkData(remaining: size)
             return true
         case .chunkData(let remaining):
-            let n = min(remaining, available)
+            let n = takeBody(upTo: remaining, into: &events)
             guard n > 0 else { return false }
-            events.append(.body(Array(buffer[start..<start + n])))
-            start += n
             bodyReceived += n
             state = n == remaining ? .chunkDataEnd : .chunkData(remaining: remaining - n)
             return true
@@ -166,6 +162,16 @@ public struct HTTPRequestDecoder: Sendable {
             }
             return true
         }
+    }
+
+    /// Emits up to `limit` buffered body bytes as one piece; returns how many.
+    private mutating func takeBody(upTo limit: Int, into events: inout [Event]) -> Int {
+        let n = min(limit, available)
+        if n > 0 {
+            events.append(.body(Array(buffer[start..<start + n])))
+            start += n
+        }
+        return n
     }
 
     /// The index just past the first CRLF CRLF at or after `from`.
