@@ -62,6 +62,11 @@ let package = Package(
         .target(name: "FerrySync",
                 dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet", "FerryStore", "COpenSSL",
                                .product(name: "Logging", package: "swift-log")]),
+        // The daemon's parts (issue 19, growing): database names in a data directory, stored
+        // passwords; REST, access control and metrics come here.
+        .target(name: "FerryServer",
+                dependencies: ["FerrySync", "FerryStore", "FerryHTTP", "COpenSSL",
+                               .product(name: "Logging", package: "swift-log")]),
         // The peer process: serve, sync, put/get/delete/ls.
         .executableTarget(name: "ferry",
                           dependencies: ["FerrySync", "FerryStore", "FerryNet", "CJemalloc",
@@ -88,6 +93,7 @@ let package = Package(
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore", "CSQLite", "ferry-store-writer", "FerryTestSupport"]),
         .testTarget(name: "FerryNetTests", dependencies: ["FerryNet", "FerryTestSupport"]),
         .testTarget(name: "FerryHTTPTests", dependencies: ["FerryHTTP", "FerryTestSupport"]),
+        .testTarget(name: "FerryServerTests", dependencies: ["FerryServer", "FerryTestSupport"]),
         .testTarget(name: "FerrySyncTests", dependencies: ["FerrySync", "FerryStore", "FerryBLIP", "FerryWebSocket", "FerryTestSupport", "ferry"]),
         .testTarget(name: "FerryBLIPTests", dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet", "FerryTestSupport"],
                     exclude: ["Interop"]),

@@ -3,6 +3,8 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
+#include <openssl/rand.h>
+#include <openssl/crypto.h>
 
 // OpenSSL spells these as macros, which Swift cannot call; thin inline wrappers.
 
