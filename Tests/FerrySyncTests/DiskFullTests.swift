@@ -77,10 +77,12 @@ struct DiskFullTests {
         }
 
         // A local write fails with a typed, transient error; what is stored reads back intact.
+        // It is larger than the whole filesystem: the WAL space a rolled-back transaction left
+        // (a listener's transactions take up to 500 revisions) cannot hold it either.
         let stored = try small.documentCount()
         #expect(stored < 2000)
         #expect {
-            try small.save(Document(id: "local", properties: ["pad": .string(String(repeating: "y", count: 1 << 20))]))
+            try small.save(Document(id: "local", properties: ["pad": .string(String(repeating: "y", count: 4 << 20))]))
         } throws: { ($0 as? StoreError)?.isTransient == true }
         #expect(try small.integrityCheck() == ["ok"])
         for d in try small.allDocuments(limit: 50) { #expect(d.properties["pad"] == .string(pad)) }
