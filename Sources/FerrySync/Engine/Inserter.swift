@@ -136,12 +136,6 @@ final class Inserter: Sendable {
             if let batch = queue.withLock({ $0.wantsToLinger ? $0.lingerBatch : nil }) {
                 await waitForWork(threshold: batch, timeout: ReplicatorTuning.lingerTime)
             }
-            // More queued than the linger size (lowered by a wait that timed out, see
-            // `waitForWork`): the sender's window is larger, so the size doubles back, up to
-            // the limit.
-            queue.withLock { q in
-                if q.items.count > q.lingerBatch { q.lingerBatch = min(q.lingerLimit, q.lingerBatch * 2) }
-            }
             guard let (items, commit) = takeNow() else { return }
             if !items.isEmpty || commit { insert(items) }
         }
@@ -179,6 +173,10 @@ final class Inserter: Sendable {
     /// The next batch and whether a transaction was asked for; nil once closed and empty.
     private func takeNow() -> (items: [Item], commit: Bool)? {
         queue.withLock { q -> ([Item], Bool)? in
+            // More queued than the linger size (lowered by a wait that timed out, see
+            // `waitForWork`): the sender's window is larger, so the size doubles back, up to
+            // the limit.
+            if q.items.count > q.lingerBatch { q.lingerBatch = min(q.lingerLimit, q.lingerBatch * 2) }
             // Every transaction runs `afterInsert`, so any batch answers a request.
             let commit = q.commitRequested
             q.commitRequested = false

@@ -58,7 +58,7 @@ final class PullLedger: Sendable {
 
         /// The waiters to wake now: gate waiters if there is room, pull waiters if the pull
         /// ended or (one-shot) is idle.
-        mutating func wakeable() -> Wake {
+        mutating func wakeable(limit: Int) -> Wake {
             var wake = Wake()
             if closed || pending <= limit {
                 wake.room = roomWaiters.map { ($0, !closed) }
@@ -73,7 +73,6 @@ final class PullLedger: Sendable {
             wake.error = closed ? nil : error
             return wake
         }
-        let limit: Int
     }
 
     private struct Wake {
@@ -92,14 +91,14 @@ final class PullLedger: Sendable {
     /// revisions are pending.
     init(limit: Int) {
         self.limit = max(1, limit)
-        state = Mutex(State(limit: max(1, limit)))
+        state = Mutex(State())
     }
 
     /// Runs `body` on the state, then wakes whoever may go on, outside the lock.
     private func update<T>(_ body: (inout State) -> T) -> T {
         let (result, wake) = state.withLock { s in
             let r = body(&s)
-            return (r, s.wakeable())
+            return (r, s.wakeable(limit: limit))
         }
         wake.resume()
         return result
@@ -208,7 +207,7 @@ final class PullLedger: Sendable {
         await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
             let now = state.withLock { s -> Bool? in
                 if s.closed { return false }
-                if s.pending <= s.limit { return true }
+                if s.pending <= limit { return true }
                 s.roomWaiters.append(c)
                 return nil
             }

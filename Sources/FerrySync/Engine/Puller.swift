@@ -27,6 +27,8 @@ final class Puller: Sendable {
     let database: Database
     let connection: BLIPConnection
     let role: Role
+    /// Which attachments of pulled revisions to download (the active role's policy).
+    let downloadPolicy: AttachmentDownloadPolicy?
     let reporter: Reporter
     let logger: Logger
     private let ledger: PullLedger
@@ -38,6 +40,7 @@ final class Puller: Sendable {
     init(role: Role, database: Database, connection: BLIPConnection, maxPendingRevisions: Int,
          reporter: Reporter, logger: Logger) {
         self.role = role
+        if case .active(_, _, _, let policy) = role { downloadPolicy = policy } else { downloadPolicy = nil }
         self.database = database
         self.connection = connection
         self.reporter = reporter
@@ -136,9 +139,7 @@ final class Puller: Sendable {
 
     private func handleRev(_ request: BLIPIncomingRequest) {
         ledger.arrived()
-        let policy: AttachmentDownloadPolicy?
-        if case .active(_, _, _, let p) = role { policy = p } else { policy = nil }
-        let taken = RevReceiver.receive(request, database: database, policy: policy, failed: { [self] revision, error in
+        let taken = RevReceiver.receive(request, database: database, policy: downloadPolicy, failed: { [self] revision, error in
             giveUp(documentID: revision.documentID, revisionID: revision.history.first, isDeleted: revision.isDeleted,
                    arrived: true, error: error)
         }) { [self] in store($0, $1) }
