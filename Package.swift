@@ -65,11 +65,11 @@ let package = Package(
         // The daemon's parts (issue 19, growing): database names in a data directory, stored
         // passwords; REST, access control and metrics come here.
         .target(name: "FerryServer",
-                dependencies: ["FerrySync", "FerryStore", "FerryHTTP", "COpenSSL",
+                dependencies: ["FerrySync", "FerryStore", "FerryHTTP", "FerryWebSocket", "FerryNet", "COpenSSL",
                                .product(name: "Logging", package: "swift-log")]),
         // The peer process: serve, sync, put/get/delete/ls.
         .executableTarget(name: "ferry",
-                          dependencies: ["FerrySync", "FerryStore", "FerryNet", "CJemalloc",
+                          dependencies: ["FerryServer", "FerrySync", "FerryStore", "FerryNet", "CJemalloc",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         // The cluster harness's library client (Tests/Cluster): Ferry embedded, writes from stdin.
         .executableTarget(name: "ferry-cluster-client",

@@ -200,7 +200,7 @@ struct SyncBench: AsyncParsableCommand {
         let ferry = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("ferry")
         let child = Process()
         child.executableURL = ferry
-        child.arguments = ["serve", "--db", path, "--port", "0", "--name", "served"]
+        child.arguments = ["serve", "--db", path, "--port", "0", "--name", "served", "--allow-anonymous"]
         let out = Pipe()
         child.standardOutput = out
         try child.run()

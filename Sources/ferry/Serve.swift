@@ -1,24 +1,34 @@
 import ArgumentParser
 import FerryNet
+import FerryServer
 import FerryStore
 import FerrySync
 import Foundation
 import Synchronization
 
-/// `ferry serve`: serves a database for push and pull, optionally replicating continuously
-/// with other peers (a mesh).
+/// `ferry serve`: serves one database file (`--db`) or every database of a data directory
+/// (`--data`) for replication (BLIP) and the REST API on one port, optionally replicating
+/// continuously with other peers (a mesh).
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Serve a database at ws://HOST:PORT/NAME/_blipsync (wss:// with --tls-cert) for peers to push to and pull from.")
+        abstract: "Serve databases at ws://HOST:PORT/NAME/_blipsync and the REST API at http://HOST:PORT/ (wss:// and https:// with --tls-cert).")
 
     @OptionGroup var database: DatabaseOption
+    @Option(help: ArgumentHelp("Serve every database in this directory (NAME.ferry files; created if missing) instead of one --db file.",
+                               valueName: "dir"))
+    var data: String?
     @Option(help: "Address to listen on.") var host = "127.0.0.1"
     @Option(help: "Port to listen on (0 = any free port).") var port = 4984
-    @Option(help: "Database name in the URL (default: the file's base name).") var name: String?
-    @Option(help: "Require HTTP Basic authentication with this user name.") var user: String?
+    @Option(help: "Database name in the URL for --db (default: the file's base name).") var name: String?
+    @Option(help: "Require HTTP Basic authentication with this user name (an admin of every database).") var user: String?
     @Option(help: "The password for --user.") var password: String?
+    @Option(help: ArgumentHelp("The users file (default: DIR/_users.json with --data; see `ferry user`).", valueName: "file"))
+    var users: String?
+    @Flag(help: "Let requests without credentials in (with --anonymous-role). Off by default.") var allowAnonymous = false
+    @Option(help: ArgumentHelp("What anonymous requests may do with --allow-anonymous: reader, writer or admin.", valueName: "role"))
+    var anonymousRole = "writer"
     @Option(name: .customLong("replicate"), help: ArgumentHelp(
-        "Also push and pull continuously with this peer (ws://[user:password@]host:port/db); repeatable. Retries while it is down.",
+        "Also push and pull continuously with this peer (ws://[user:password@]host:port/db; with --data: NAME=URL for database NAME); repeatable. Retries while it is down.",
         valueName: "url"))
     var peers: [String] = []
     @Option(help: ArgumentHelp(
@@ -34,26 +44,61 @@ struct Serve: AsyncParsableCommand {
 
     func validate() throws {
         if (user == nil) != (password == nil) { throw ValidationError("--user and --password go together") }
+        if Role(name: anonymousRole) == nil { throw ValidationError("--anonymous-role is reader, writer or admin") }
+        if data != nil && name != nil { throw ValidationError("--name names the one --db file; with --data the file names are the database names") }
+        if data != nil { for p in peers where Self.splitNamed(p) == nil { throw ValidationError("with --data, --replicate takes NAME=URL") } }
         if heartbeat < 0 { throw ValidationError("--heartbeat must be 0 (off) or positive") }
         if retryMaxWait < 1 { throw ValidationError("--retry-max-wait must be at least 1 second") }
     }
 
     func run() async throws {
         signal(SIGPIPE, SIG_IGN)
-        let db = try database.open(watchExternalWrites: true)
-        let dbName = name ?? URL(fileURLWithPath: database.db).deletingPathExtension().lastPathComponent
-        var config = SyncListener.Configuration()
+        let location: DatabaseRegistry.Location
+        if let data {
+            location = .directory(data)
+        } else {
+            location = .single(name: name ?? URL(fileURLWithPath: database.db).deletingPathExtension().lastPathComponent,
+                               path: database.db)
+        }
+        var policy = AccessControl.Policy()
+        policy.allowAnonymous = allowAnonymous
+        policy.anonymousRole = Role(name: anonymousRole) ?? .writer
+        let access: AccessControl
+        if let user, let password {
+            access = AccessControl(users: [UserRecord(name: user, password: try PasswordHash(password: password, iterations: 10_000),
+                                                      roles: ["*": .admin])], policy: policy)
+        } else if let file = users ?? data.map({ UserStore(dataDirectory: $0).path }) {
+            access = try AccessControl(store: UserStore(path: file), policy: policy)
+        } else {
+            access = AccessControl(users: [], policy: policy)
+        }
+        var config = FerryDaemon.Configuration(location: location)
         config.host = host
         config.port = port
-        if let user, let password { config.credentials = (user, password) }
         config.tls = serverTLS.configuration
         config.heartbeat = heartbeat
-        let listener = try await SyncListener.start(serving: [dbName: db], configuration: config)
-        print("ferry: serving \(database.db) at \(listener.url(for: dbName))/_blipsync\(user == nil ? "" : " (HTTP Basic authentication)")")
+        config.databaseOptions.watchExternalWrites = true
+        config.version = Ferry.version
+        let daemon = try await FerryDaemon.start(config, access: access)
+        warnAboutAccess(access)
+        let names = daemon.registry.names
+        switch location {
+        case .single(let name, let path):
+            print("ferry: serving \(path) at \(daemon.replicationURL(for: name))/_blipsync and \(daemon.baseURL)/\(name)\(user == nil ? "" : " (HTTP Basic authentication)")")
+        case .directory(let dir):
+            print("ferry: serving \(names.count) database\(names.count == 1 ? "" : "s") from \(dir) at \(daemon.baseURL)/ (replication: \(daemon.replicationURL(for: "NAME"))/_blipsync)")
+        }
         fflush(nil)
 
         var supervisors: [Task<Void, Never>] = []
-        for url in peers {
+        for spec in peers {
+            let dbName: String
+            let url: String
+            if data != nil, let (n, u) = Self.splitNamed(spec) { (dbName, url) = (n, u) } else { (dbName, url) = (names.first ?? "", spec) }
+            guard let db = daemon.registry.database(dbName) else {
+                warn("ferry: --replicate \(Sync.redacted(spec)): no database \(dbName) is served; skipped")
+                continue
+            }
             var c = ReplicatorConfiguration(database: db, target: url)
             c.continuous = true
             c.heartbeat = heartbeat
@@ -68,9 +113,27 @@ struct Serve: AsyncParsableCommand {
         await waitForTerminationSignal()
         for s in supervisors { s.cancel() }
         for s in supervisors { await s.value }
-        await listener.stop()
-        db.close()
+        await daemon.stop()
         print("ferry: stopped")
+    }
+
+    /// Says, on standard error, when access is wide open or closed to everyone.
+    private func warnAboutAccess(_ access: AccessControl) {
+        let loopback = host == "127.0.0.1" || host == "::1" || host == "localhost"
+        if !access.hasUsers && !allowAnonymous {
+            warn("ferry: no users and anonymous access is off: every request will be refused (401). Add one with `ferry user add`, or pass --allow-anonymous.")
+        }
+        if allowAnonymous && !loopback && serverTLS.configuration == nil {
+            warn("ferry: WARNING: listening on \(host) without TLS and with anonymous access (\(anonymousRole)): anyone who can reach this address can \(anonymousRole == "reader" ? "read" : "read and write") every database. Add users (`ferry user add`) and drop --allow-anonymous, or use --tls-cert.")
+        } else if !loopback && serverTLS.configuration == nil {
+            warn("ferry: WARNING: listening on \(host) without TLS: passwords and documents cross the network in clear text. Use --tls-cert/--tls-key.")
+        }
+    }
+
+    /// `NAME=URL` split at the first `=` (a URL's own `=` come after it).
+    static func splitNamed(_ s: String) -> (String, String)? {
+        guard let eq = s.firstIndex(of: "="), !s.hasPrefix("ws"), eq != s.startIndex else { return nil }
+        return (String(s[..<eq]), String(s[s.index(after: eq)...]))
     }
 
     /// How long a `--replicate` replication that stopped on an error waits before starting

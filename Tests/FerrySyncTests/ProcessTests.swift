@@ -185,7 +185,7 @@ struct ProcessTests {
         defer { for p in [a, b] where p.isRunning { kill(p.processIdentifier, SIGKILL) } }
         let aOut = Pipe(), bOut = Pipe()
         a.executableURL = ferryExecutable
-        a.arguments = ["serve", "--db", dir.path("a.db"), "--port", "0"]
+        a.arguments = ["serve", "--db", dir.path("a.db"), "--port", "0", "--allow-anonymous"]
         a.standardOutput = aOut
         a.standardError = FileHandle.nullDevice
         try a.run()
@@ -194,7 +194,7 @@ struct ProcessTests {
         #expect(aLine.hasPrefix("ferry: serving"))
         let url = try #require(aLine.split(separator: " ").first { $0.hasPrefix("ws://") }).replacingOccurrences(of: "/_blipsync", with: "")
         b.executableURL = ferryExecutable
-        b.arguments = ["serve", "--db", dir.path("b.db"), "--port", "0", "--replicate", url]
+        b.arguments = ["serve", "--db", dir.path("b.db"), "--port", "0", "--allow-anonymous", "--replicate", url]
         b.standardOutput = bOut
         b.standardError = FileHandle.nullDevice
         try b.run()
@@ -224,7 +224,7 @@ func startServe(_ args: [String]) async throws -> (Process, String) {
     let p = Process()
     let out = Pipe()
     p.executableURL = ferryExecutable
-    p.arguments = ["serve"] + args
+    p.arguments = ["serve", "--allow-anonymous"] + args
     p.standardOutput = out
     p.standardError = FileHandle.nullDevice
     try p.run()
@@ -252,7 +252,7 @@ struct HeartbeatTests {
         let server = Process()
         let out = Pipe()
         server.executableURL = ferryExecutable
-        server.arguments = ["serve", "--db", dir.path("frozen.db"), "--port", "0"]
+        server.arguments = ["serve", "--db", dir.path("frozen.db"), "--port", "0", "--allow-anonymous"]
         server.standardOutput = out
         server.standardError = FileHandle.nullDevice
         try server.run()

@@ -33,6 +33,14 @@ public struct Document: Sendable, Equatable {
         self.init(id: id, properties: try JSONParser.parseObject(json))
     }
 
+    /// A new revision of document `id` whose parent is `parent`, the revision the caller read
+    /// elsewhere (a REST client's `_rev` or `If-Match`): saved with `.failOnConflict` it
+    /// throws `.conflict` unless `parent` is still the current revision (nil: unless the
+    /// document does not exist or is deleted).
+    public init(id: String, basedOn parent: RevisionID?, properties: [String: JSONValue]) {
+        self.init(id: id, revisionID: parent, properties: properties, isDeleted: false, sequence: 0)
+    }
+
     init(id: String, revisionID: RevisionID?, properties: [String: JSONValue], isDeleted: Bool, sequence: Int64) {
         self.id = id
         self.revisionID = revisionID

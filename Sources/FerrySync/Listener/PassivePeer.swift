@@ -20,8 +20,12 @@ final class PassivePeer: Sendable {
     private let checkpointWorker: Task<Void, Never>
     private let feed = Mutex<Task<Void, Never>?>(nil)
 
-    init(database: Database, connection: BLIPConnection, listener: SyncListener.Shared, logger: Logger) {
+    /// Whether the client may only pull: its pushes are answered 403 and nothing is written.
+    let readOnly: Bool
+
+    init(database: Database, connection: BLIPConnection, listener: SyncListener.Shared, readOnly: Bool = false, logger: Logger) {
         (self.database, self.connection, self.listener, self.logger) = (database, connection, listener, logger)
+        self.readOnly = readOnly
         puller = Puller(role: .passive, database: database, connection: connection,
                         maxPendingRevisions: ReplicatorTuning.maxPendingRevisions(batchSize: ReplicatorTuning.batchSize),
                         reporter: listener.reporter, logger: logger)
@@ -42,7 +46,15 @@ final class PassivePeer: Sendable {
             connection.register(profile: profile) { checkpoints.yield($0) }
         }
         connection.register(profile: P.subChanges) { [self] in startFeed($0) }
-        puller.register()
+        if readOnly {
+            // Couchbase Lite's read-only listener: a push is refused at its first message, so
+            // no revision is even asked for.
+            for profile in [P.changes, P.proposeChanges, P.rev] {
+                connection.register(profile: profile) { $0.respondHTTPError(403, "this peer may only pull from this database") }
+            }
+        } else {
+            puller.register()
+        }
     }
 
     /// Serves until the connection closes, then stops the workers.

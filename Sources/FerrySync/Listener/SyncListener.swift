@@ -35,8 +35,27 @@ public final class SyncListener: Sendable {
         /// Serve `wss://` with this certificate (and, optionally, require client
         /// certificates); plain `ws://` when nil (the default, for trusted LANs and tests).
         public var tls: TLSServerConfiguration?
+        /// Every client may only pull (Couchbase Lite's read-only listener): pushes are
+        /// answered BLIP error 403 and nothing is written.
+        public var readOnly = false
+        /// Decides each client before its upgrade, given the request and the database name in
+        /// its path; replaces `credentials` when set (a daemon's users and roles).
+        public var authorize: (@Sendable (UpgradeRequest, String) -> PeerAccess)?
+        /// Takes connections whose first request is not a WebSocket upgrade (a REST API on
+        /// the same port); without it they are refused.
+        public var plainHTTP: WebSocketListener.PlainHTTPHandler?
         /// A configuration with the defaults (127.0.0.1:4984, no authentication).
         public init() {}
+    }
+
+    /// What a client may do with a database, as `Configuration.authorize` decides.
+    public enum PeerAccess: Sendable {
+        /// Push and pull.
+        case readWrite
+        /// Pull only; its pushes are refused with 403.
+        case readOnly
+        /// Refuse the upgrade with this HTTP status (401 with `WWW-Authenticate`, 403, ...).
+        case refuse(status: Int, message: String, headers: HTTPHeaders)
     }
 
     /// Filters and open connections, shared with the upgrade hook (which runs before `self` exists).
@@ -115,6 +134,15 @@ public final class SyncListener: Sendable {
         for name in databases.keys where name.isEmpty || name.hasPrefix("_") || name.contains("/") {
             throw .invalidURL("database name \(name.debugDescription)")
         }
+        return try await start(resolving: { databases[$0] }, configuration: configuration, group: group, logger: logger)
+    }
+
+    /// Starts serving the databases `resolve` finds by name (nil: 404), so a daemon can add
+    /// and remove databases while it runs. Names may contain `/` (the path up to
+    /// `/_blipsync`).
+    public static func start(resolving resolve: @escaping @Sendable (String) -> Database?, configuration: Configuration = Configuration(),
+                             group: EventLoopGroup = .shared,
+                             logger: Logger = Logger(label: "ferry.sync.listener")) async throws(ReplicationError) -> SyncListener {
         let shared = Shared()
         let expected = configuration.credentials.map { "Basic " + Data("\($0.user):\($0.password)".utf8).base64EncodedString() }
         var ws = configuration.webSocket ?? BLIPConnection.webSocketConfiguration(app: app)
@@ -130,21 +158,37 @@ public final class SyncListener: Sendable {
         let listener: WebSocketListener
         do {
             listener = try await WebSocketListener.bind(host: configuration.host, port: configuration.port, group: group,
-                                                        configuration: ws, tls: tls, logger: logger) { request, loop in
-                let parts = request.path.split(separator: "/", omittingEmptySubsequences: true)
-                guard parts.count == 2, parts[1] == ReplicationProtocol.endpoint, let db = databases[String(parts[0])] else {
-                    return .refuse(status: 404, message: "no database at \(request.path)")
+                                                        configuration: ws, tls: tls, logger: logger,
+                                                        plainHTTP: configuration.plainHTTP) { request, loop in
+                let suffix = "/" + ReplicationProtocol.endpoint
+                let path = request.path
+                guard path.hasPrefix("/"), path.hasSuffix(suffix), path.count > suffix.count + 1 else {
+                    return .refuse(status: 404, message: "no database at \(path)")
                 }
-                if let expected, request.headers["Authorization"] != expected {
+                let name = String(path.dropFirst().dropLast(suffix.count)).removingPercentEncoding ?? ""
+                guard let db = resolve(name) else {
+                    return .refuse(status: 404, message: "no database at \(path)")
+                }
+                var readOnly = configuration.readOnly
+                if let authorize = configuration.authorize {
+                    switch authorize(request, name) {
+                    case .readWrite: break
+                    case .readOnly: readOnly = true
+                    case let .refuse(status, message, headers):
+                        logger.info("refused client", metadata: ["peer": "\(request.remoteAddress.map { "\($0)" } ?? "?")", "status": "\(status)"])
+                        return .refuse(status: status, message: message, headers: headers)
+                    }
+                } else if let expected, request.headers["Authorization"] != expected {
                     logger.info("refused unauthenticated client", metadata: ["peer": "\(request.remoteAddress.map { "\($0)" } ?? "?")"])
                     return .refuse(status: 401, message: "login required",
                                    headers: HTTPHeaders([("WWW-Authenticate", #"Basic realm="Ferry""#)]))
                 }
+                let pullOnly = readOnly
                 return BLIPConnection.accept(request, on: loop, app: app, logger: logger) { conn in
                     let key = ObjectIdentifier(conn)
                     shared.peers.withLock { $0[key] = conn }
                     shared.counters.connections.add(1, ordering: .relaxed)
-                    let peer = PassivePeer(database: db, connection: conn, listener: shared, logger: logger)
+                    let peer = PassivePeer(database: db, connection: conn, listener: shared, readOnly: pullOnly, logger: logger)
                     peer.register()
                     Task {
                         await peer.serve()
@@ -156,6 +200,12 @@ public final class SyncListener: Sendable {
             throw .connection("cannot listen on \(configuration.host):\(configuration.port): \(error)")
         }
         return SyncListener(listener: listener, host: configuration.host, secure: tls != nil, shared: shared)
+    }
+
+    /// Runs the WebSocket upgrade on a connection the `plainHTTP` handler took, when a later
+    /// request on it asks for one (`bytes` start at that request). Call on its loop.
+    public func upgrade(_ connection: HandedOffConnection, bytes: [UInt8]) {
+        listener.upgrade(connection, bytes: bytes)
     }
 
     /// Registers a named pull filter that clients select with `pullFilter` (and parameters).

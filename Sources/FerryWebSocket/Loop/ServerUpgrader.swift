@@ -8,13 +8,17 @@ final class ServerUpgrader: ConnectionHandler {
     private let configuration: WebSocketConfiguration
     private let hook: (UpgradeRequest) -> UpgradeDecision
     private let onFinish: () -> Void
+    /// Takes connections whose request is not a WebSocket upgrade (nil: they are refused).
+    private let plainHTTP: WebSocketListener.PlainHTTPHandler?
     private var timer: TimerHandle?
     private var done = false
     private let logger: Logger
 
     init(configuration: WebSocketConfiguration, logger: Logger,
+         plainHTTP: WebSocketListener.PlainHTTPHandler? = nil,
          hook: @escaping (UpgradeRequest) -> UpgradeDecision, onFinish: @escaping () -> Void) {
         self.configuration = configuration
+        self.plainHTTP = plainHTTP
         self.hook = hook
         self.onFinish = onFinish
         self.logger = logger
@@ -24,6 +28,20 @@ final class ServerUpgrader: ConnectionHandler {
     func start(_ tcp: TCPConnection) {
         tcp.start(handler: self)
         guard !tcp.isClosed else { return }
+        startTimer(tcp)
+    }
+
+    /// Runs the upgrade on a connection another protocol's handler read first: `bytes` are
+    /// what it read from the start of the upgrade request on.
+    func adopt(_ tcp: TCPConnection, bytes: [UInt8]) {
+        tcp.replaceHandler(self)
+        guard !tcp.isClosed else { return }
+        startTimer(tcp)
+        var copy = bytes
+        copy.withUnsafeMutableBytes { connectionRead(tcp, $0) }
+    }
+
+    private func startTimer(_ tcp: TCPConnection) {
         // Strong captures (no side tables on the connection's hot objects): every path that
         // ends the handshake cancels the timer, which releases them.
         timer = tcp.loop.schedule(after: configuration.handshakeTimeout) { [self, tcp] in
@@ -50,6 +68,14 @@ final class ServerUpgrader: ConnectionHandler {
             return
         }
         guard let (head, rest) = parsed else { return }
+        if let plainHTTP, !Self.asksForUpgrade(head) {
+            // Another protocol on the same port (a REST API): its handler reads the request
+            // again from its first byte, with its own decoder and limits.
+            done = true
+            if let t = timer { tcp.loop.cancel(t); timer = nil }
+            plainHTTP(HandedOffConnection(tcp: tcp, bytes: head + rest, finished: onFinish))
+            return
+        }
         let request: HTTPRequestHead
         let offer: ServerHandshake.Offer
         do {
@@ -88,6 +114,27 @@ final class ServerUpgrader: ConnectionHandler {
             ws.onFinish = onFinish
             ws.start(leftover: rest)
         }
+    }
+
+    /// Whether a head carries an `Upgrade` field (any value: a bad upgrade is the WebSocket
+    /// side's to refuse, with its own status).
+    static func asksForUpgrade(_ head: [UInt8]) -> Bool {
+        // Field names are matched at line starts, case-insensitively, without a full parse.
+        let name = Array("\r\nupgrade:".utf8)
+        guard head.count > name.count else { return false }
+        var i = 0
+        while i + name.count <= head.count {
+            var j = 0
+            while j < name.count {
+                var b = head[i + j]
+                if b >= 65 && b <= 90 { b |= 0x20 }
+                if b != name[j] { break }
+                j += 1
+            }
+            if j == name.count { return true }
+            i += 1
+        }
+        return false
     }
 
     func connectionWritabilityChanged(_ connection: TCPConnection, writable: Bool) {}

@@ -8,6 +8,9 @@ import Synchronization
 public final class WebSocketListener: Sendable {
     /// Decides each upgrade; runs on the new connection's loop thread.
     public typealias UpgradeHook = @Sendable (UpgradeRequest, EventLoop) -> UpgradeDecision
+    /// Takes a connection whose first request is not an upgrade (another protocol sharing the
+    /// port, such as a REST API); runs on the connection's loop thread.
+    public typealias PlainHTTPHandler = @Sendable (HandedOffConnection) -> Void
 
     private let tcp: TCPListener
     private let openConnections: Counter
@@ -20,15 +23,28 @@ public final class WebSocketListener: Sendable {
 
     final class Counter: Sendable { let value = Atomic<Int>(0) }
 
-    private init(tcp: TCPListener, counter: Counter) { self.tcp = tcp; openConnections = counter }
+    private let configuration: WebSocketConfiguration
+    private let logger: Logger
+    private let hook: UpgradeHook
+
+    private init(tcp: TCPListener, counter: Counter, configuration: WebSocketConfiguration, logger: Logger, hook: @escaping UpgradeHook) {
+        self.tcp = tcp
+        openConnections = counter
+        self.configuration = configuration
+        self.logger = logger
+        self.hook = hook
+    }
 
     /// Binds `host`:`port` (0 = any free port) and starts serving on `group`'s loops; with
     /// `tls` (a server context) it serves `wss://`, and the upgrade hook sees the client's
     /// certificate when mutual TLS is on. The TLS handshake counts against the handshake timeout.
+    /// With `plainHTTP`, a connection whose first request has no `Upgrade` field goes to it
+    /// instead of being refused (one port for WebSockets and plain HTTP).
     public static func bind(host: String, port: Int, group: EventLoopGroup,
                             configuration: WebSocketConfiguration = WebSocketConfiguration(),
                             tls: TLSContext? = nil,
                             logger: Logger = Logger(label: "ferry.websocket"),
+                            plainHTTP: PlainHTTPHandler? = nil,
                             upgrade: @escaping UpgradeHook) async throws(NetError) -> WebSocketListener {
         let counter = Counter()
         var options = ConnectionOptions()
@@ -47,11 +63,21 @@ public final class WebSocketListener: Sendable {
                 return
             }
             let loop = tcp.loop
-            let upgrader = ServerUpgrader(configuration: configuration, logger: logger,
+            let upgrader = ServerUpgrader(configuration: configuration, logger: logger, plainHTTP: plainHTTP,
                                           hook: { upgrade($0, loop) }, onFinish: release)
             upgrader.start(tcp)
         }
-        return WebSocketListener(tcp: listener, counter: counter)
+        return WebSocketListener(tcp: listener, counter: counter, configuration: configuration, logger: logger, hook: upgrade)
+    }
+
+    /// Runs the WebSocket upgrade on a connection that `plainHTTP` took, when a later request
+    /// on it asks for an upgrade: `bytes` start at that request. Call on the connection's loop.
+    public func upgrade(_ connection: HandedOffConnection, bytes: [UInt8]) {
+        let loop = connection.tcp.loop
+        let hook = self.hook
+        let upgrader = ServerUpgrader(configuration: configuration, logger: logger,
+                                      hook: { hook($0, loop) }, onFinish: connection.finished)
+        upgrader.adopt(connection.tcp, bytes: bytes)
     }
 
     /// Stops accepting new connections; open ones are not touched.
@@ -66,4 +92,15 @@ private final class Refuser: ConnectionHandler {
     func connectionWritabilityChanged(_ connection: TCPConnection, writable: Bool) {}
     func connectionInputClosed(_ connection: TCPConnection) {}
     func connectionClosed(_ connection: TCPConnection, error: NetError?) { onFinish() }
+}
+
+/// A connection the WebSocket listener handed to another protocol's handler (see
+/// `WebSocketListener.PlainHTTPHandler`). Use it only on its connection's loop.
+public struct HandedOffConnection {
+    /// The connection; its new owner calls `replaceHandler` on it.
+    public let tcp: TCPConnection
+    /// What was read so far, from the first byte of the request on.
+    public let bytes: [UInt8]
+    /// Call exactly once when the connection closes (it frees the listener's connection slot).
+    public let finished: () -> Void
 }

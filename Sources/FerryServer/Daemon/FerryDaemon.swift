@@ -1,0 +1,137 @@
+import FerryHTTP
+import FerryNet
+import FerryStore
+import FerrySync
+import FerryWebSocket
+import Foundation
+import Logging
+import Synchronization
+
+/// The Ferry peer as a long-lived process (Protocol/rest.md): many databases, served on one
+/// port and one event loop group for both replication (`/{db}/_blipsync`, BLIP over
+/// WebSocket) and the CouchDB-shaped REST API, with one access-control decision for both.
+public final class FerryDaemon: Sendable {
+    /// What a daemon serves and how.
+    public struct Configuration: Sendable {
+        /// Address to bind.
+        public var host = "127.0.0.1"
+        /// Port (0 = any free port).
+        public var port = 4984
+        /// Where the databases are.
+        public var location: DatabaseRegistry.Location
+        /// Serve `wss://` and `https://` with this certificate (client certificates optional).
+        public var tls: TLSServerConfiguration?
+        /// Seconds between WebSocket pings to idle replication clients (0 = off).
+        public var heartbeat: Double = 60
+        /// HTTP head and body limits of the REST API.
+        public var httpLimits = HTTPLimits()
+        /// Seconds an HTTP connection may idle between requests.
+        public var idleTimeout: Double = 60
+        /// Seconds a request may take to arrive once begun.
+        public var requestTimeout: Double = 30
+        /// Store options for every database.
+        public var databaseOptions = DatabaseOptions()
+        /// The version `GET /` reports.
+        public var version = "0.1.0"
+        /// A daemon of `location` with the defaults.
+        public init(location: DatabaseRegistry.Location) { self.location = location }
+    }
+
+    /// The databases served.
+    public let registry: DatabaseRegistry
+    /// Users and roles.
+    public let access: AccessControl
+    /// The REST API.
+    public let router: RESTRouter
+    private let listener: SyncListener
+
+    /// The port bound.
+    public var port: Int { listener.port }
+    /// The host bound.
+    public var host: String { listener.host }
+    /// Whether it serves TLS.
+    public var secure: Bool { listener.secure }
+    /// The base URL of the REST API.
+    public var baseURL: String { "\(secure ? "https" : "http")://\(host):\(port)" }
+    /// The replication URL of database `name` (without `/_blipsync`).
+    public func replicationURL(for name: String) -> String { listener.url(for: PercentDecoding.encodeSegment(name)) }
+
+    private init(registry: DatabaseRegistry, access: AccessControl, router: RESTRouter, listener: SyncListener) {
+        self.registry = registry
+        self.access = access
+        self.router = router
+        self.listener = listener
+    }
+
+    /// Opens the databases and starts serving.
+    public static func start(_ configuration: Configuration, access: AccessControl,
+                             hooks: [@Sendable (RESTRequest, RESTRouter) async -> RESTResponse?] = [],
+                             group: EventLoopGroup = .shared,
+                             logger: Logger = Logger(label: "ferry.daemon")) async throws -> FerryDaemon {
+        let registry = try DatabaseRegistry(location: configuration.location, options: configuration.databaseOptions)
+        let router = RESTRouter(registry: registry, access: access, serverID: try serverID(configuration.location, registry),
+                                version: configuration.version, hooks: hooks, logger: logger)
+        let box = Mutex<SyncListener?>(nil)
+        var sync = SyncListener.Configuration()
+        sync.host = configuration.host
+        sync.port = configuration.port
+        sync.tls = configuration.tls
+        sync.heartbeat = configuration.heartbeat
+        sync.authorize = { request, name in
+            switch access.authenticate(authorization: request.headers["Authorization"], certificate: request.peerCertificate) {
+            case .failure(let e):
+                return .refuse(status: e.status, message: e.reason, headers: HTTPHeaders([("WWW-Authenticate", #"Basic realm="Ferry""#)]))
+            case .success(let identity):
+                switch access.role(of: identity, on: name) {
+                case nil: return .refuse(status: 403, message: "\(identity) may not use database \(name)", headers: HTTPHeaders())
+                case .reader?: return .readOnly
+                case .writer?, .admin?: return .readWrite
+                }
+            }
+        }
+        let limits = configuration.httpLimits
+        let timeouts = HTTPServerConnection.Timeouts(idle: configuration.idleTimeout, request: configuration.requestTimeout)
+        sync.plainHTTP = { handoff in
+            let connection = HTTPServerConnection(
+                handoff: handoff, limits: limits, timeouts: timeouts, logger: logger,
+                respond: { await router.respond($0) },
+                upgrader: { handoff, bytes in
+                    if let l = box.withLock({ $0 }) { l.upgrade(handoff, bytes: bytes) } else { handoff.tcp.close() }
+                })
+            connection.start()
+        }
+        let listener = try await SyncListener.start(resolving: { registry.database($0) }, configuration: sync, group: group, logger: logger)
+        box.withLock { $0 = listener }
+        return FerryDaemon(registry: registry, access: access, router: router, listener: listener)
+    }
+
+    /// Clients connected over BLIP now.
+    public var replicationClientCount: Int { listener.connectionCount }
+
+    /// What the listener's replication clients did since start.
+    public var replicationStatistics: SyncListener.Statistics { listener.statistics }
+
+    /// Stops accepting, closes every replication client (WebSocket close 1001) and closes the databases.
+    public func stop() async {
+        await listener.stop()
+        registry.closeAll()
+    }
+
+    /// The server's stable ID: kept in `DIR/_server_id` (made on first start), or the one
+    /// database's own UUID.
+    static func serverID(_ location: DatabaseRegistry.Location, _ registry: DatabaseRegistry) throws -> String {
+        switch location {
+        case .single(let name, _):
+            return registry.database(name)?.uuid.uuidString.lowercased().replacingOccurrences(of: "-", with: "") ?? ""
+        case .directory(let dir):
+            let path = dir + "/_server_id"
+            if let data = FileManager.default.contents(atPath: path),
+               let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines), text.count == 32 {
+                return text
+            }
+            let id = RESTRouter.newID()
+            try Data((id + "\n").utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+            return id
+        }
+    }
+}

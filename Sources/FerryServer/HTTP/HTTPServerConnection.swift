@@ -1,0 +1,243 @@
+import FerryHTTP
+import FerryNet
+import FerryWebSocket
+import Logging
+
+/// Serves HTTP/1.1 on one connection the WebSocket listener handed over (Protocol/http.md):
+/// decodes requests with `HTTPRequestDecoder`, answers each through `respond` off the loop,
+/// and writes the answers in request order (pipelining), whole or chunked. A later request
+/// that asks for a WebSocket upgrade goes back to the listener once every earlier answer is
+/// written. Loop-confined: every method runs on the connection's loop thread.
+final class HTTPServerConnection: ConnectionHandler {
+    /// Answers one request; runs in a task, off the loop.
+    typealias Responder = @Sendable (RESTRequest) async -> RESTResponse
+    /// Hands the connection back for a WebSocket upgrade; `bytes` start at the upgrade request.
+    typealias Upgrader = (HandedOffConnection, [UInt8]) -> Void
+
+    /// How long a connection may sit with no request in progress, or a request may take to
+    /// arrive, before it is closed.
+    struct Timeouts {
+        var idle: Double = 60
+        var request: Double = 30
+    }
+
+    private let handoff: HandedOffConnection
+    private var tcp: TCPConnection { handoff.tcp }
+    private var decoder: HTTPRequestDecoder
+    private let respond: Responder
+    private let upgrader: Upgrader
+    private let timeouts: Timeouts
+    private let logger: Logger
+    private let peerCertificate: TLSCertificate?
+
+    /// The request being read.
+    private var head: FerryHTTP.HTTPRequestHead?
+    private var body: [UInt8] = []
+    /// Numbering of requests and of the next answer to write, for pipelining.
+    private var nextRequest = 0
+    private var nextToWrite = 0
+    private var finished: [Int: (method: String, keepAlive: Bool, response: RESTResponse)] = [:]
+    /// A streamed answer is being written: later answers wait for its end.
+    private var streaming: Task<Void, Never>?
+    /// No more requests are read (an error, `Connection: close` or an upgrade is pending).
+    private var stopReading = false
+    /// Bytes of an upgrade request waiting for earlier answers to be written.
+    private var pendingUpgrade: [UInt8]?
+    private var activity = 0
+    private var timer: TimerHandle?
+    private var closed = false
+
+    init(handoff: HandedOffConnection, limits: HTTPLimits, timeouts: Timeouts, logger: Logger,
+         respond: @escaping Responder, upgrader: @escaping Upgrader) {
+        self.handoff = handoff
+        decoder = HTTPRequestDecoder(limits: limits)
+        self.respond = respond
+        self.upgrader = upgrader
+        self.timeouts = timeouts
+        self.logger = logger
+        peerCertificate = handoff.tcp.tlsSession?.peerCertificate
+    }
+
+    /// Takes over the connection and reads what the listener already read.
+    func start() {
+        tcp.replaceHandler(self)
+        var bytes = handoff.bytes
+        bytes.withUnsafeMutableBytes { connectionRead(tcp, $0) }
+        armTimer()
+    }
+
+    private var inProgress: Bool { nextToWrite < nextRequest || head != nil || !decoder.isIdle }
+
+    private func armTimer() {
+        guard !closed else { return }
+        let seen = activity
+        let delay = inProgress ? timeouts.request : timeouts.idle
+        timer = tcp.loop.schedule(after: delay) { [self] in
+            timer = nil
+            guard !closed else { return }
+            if activity != seen || streaming != nil || nextToWrite < nextRequest { armTimer(); return }
+            if head != nil || !decoder.isIdle {
+                fail(HTTPError(status: 408, reason: "the request took too long to arrive"))
+            } else {
+                tcp.close()
+            }
+        }
+    }
+
+    func connectionRead(_ tcp: TCPConnection, _ bytes: UnsafeMutableRawBufferPointer) {
+        guard !stopReading else { return }
+        activity &+= 1
+        let events: [HTTPRequestDecoder.Event]
+        do {
+            events = try decoder.feed(UnsafeRawBufferPointer(bytes))
+        } catch {
+            fail(error)
+            return
+        }
+        for event in events {
+            guard !stopReading else { return }
+            switch event {
+            case .head(let h):
+                if h["Upgrade"] != nil {
+                    // The client wants a WebSocket: the upgrade runs once the answers to its
+                    // earlier requests are out. Anything it sent after the head is part of it.
+                    stopReading = true
+                    pendingUpgrade = Self.encodeHead(h)
+                    writeReady()
+                    return
+                }
+                head = h
+                body = []
+                if h.expectsContinue { tcp.write(HTTPResponseEncoder.continueResponse) }
+            case .body(let piece):
+                body += piece
+            case .end:
+                guard let h = head else { continue }
+                head = nil
+                dispatch(h, body)
+                body = []
+            }
+        }
+    }
+
+    private func dispatch(_ h: FerryHTTP.HTTPRequestHead, _ body: [UInt8]) {
+        let n = nextRequest
+        nextRequest += 1
+        if !h.keepAlive { stopReading = true }
+        guard let request = RESTRequest(head: h, body: body, remoteAddress: tcp.remoteAddress, peerCertificate: peerCertificate) else {
+            finish(n, h, RESTError.badRequest("the request target is not a path with valid escapes").response)
+            return
+        }
+        let respond = self.respond
+        // Confinement (UncheckedTransfer rule 1): the connection is used only in the closure
+        // that `loop.execute` runs on its own loop.
+        let me = UncheckedTransfer(self)
+        let loop = tcp.loop
+        Task {
+            let response = await respond(request)
+            loop.execute { me.value.finish(n, h, response) }
+        }
+    }
+
+    private func finish(_ n: Int, _ h: FerryHTTP.HTTPRequestHead, _ response: RESTResponse) {
+        guard !closed else {
+            if case .stream = response.body {} // dropped with the response: its producer ends
+            return
+        }
+        finished[n] = (h.method, h.keepAlive, response)
+        writeReady()
+    }
+
+    /// Writes the answers that are next in order, up to a streamed one.
+    private func writeReady() {
+        while streaming == nil, !closed, let (method, keepAlive, response) = finished.removeValue(forKey: nextToWrite) {
+            nextToWrite += 1
+            activity &+= 1
+            var headers = response.headers
+            if !keepAlive { headers.append(("Connection", "close")) }
+            let head = HTTPResponseHead(status: response.status, headers: headers)
+            switch response.body {
+            case .bytes(let bytes):
+                tcp.write(HTTPResponseEncoder.encode(head, body: bytes, head: method == "HEAD"))
+                if !keepAlive { tcp.close(); closed = true; return }
+            case .stream(let pieces):
+                tcp.write(HTTPResponseEncoder.encodeChunkedHead(head))
+                let me = UncheckedTransfer(self)  // Confinement: unboxed only on the loop.
+                let loop = tcp.loop
+                streaming = Task {
+                    for await piece in pieces {
+                        if Task.isCancelled { break }
+                        loop.execute { me.value.writeChunk(piece) }
+                    }
+                    loop.execute { me.value.endStream(keepAlive: keepAlive) }
+                }
+            }
+        }
+        if streaming == nil, nextToWrite == nextRequest, let bytes = pendingUpgrade, !closed {
+            pendingUpgrade = nil
+            if let t = timer { tcp.loop.cancel(t); timer = nil }
+            closed = true
+            upgrader(handoff, bytes)
+        }
+    }
+
+    private func writeChunk(_ piece: [UInt8]) {
+        guard !closed else { return }
+        tcp.write(HTTPResponseEncoder.chunk(piece))
+    }
+
+    private func endStream(keepAlive: Bool) {
+        guard !closed else { return }
+        streaming = nil
+        tcp.write(HTTPResponseEncoder.lastChunk)
+        if !keepAlive { tcp.close(); closed = true; return }
+        writeReady()
+    }
+
+    /// Answers a request that broke the protocol (after the answers before it) and closes:
+    /// where the next request would start is unknown.
+    private func fail(_ error: HTTPError) {
+        stopReading = true
+        logger.debug("bad HTTP request", metadata: ["status": "\(error.status)", "reason": "\(error.reason)"])
+        let n = nextRequest
+        nextRequest += 1
+        var failed = FerryHTTP.HTTPRequestHead.closing
+        failed.keepAlive = false
+        finish(n, failed, RESTError(error.status, error.status == 413 ? "too_large" : "bad_request", error.reason).response)
+    }
+
+    /// A request head as bytes again, for the WebSocket side to read.
+    static func encodeHead(_ h: FerryHTTP.HTTPRequestHead) -> [UInt8] {
+        var s = "\(h.method) \(h.target) HTTP/1.\(h.minorVersion)\r\n"
+        for f in h.headers { s += "\(f.name): \(f.value)\r\n" }
+        s += "\r\n"
+        return Array(s.utf8)
+    }
+
+    func connectionWritabilityChanged(_ connection: TCPConnection, writable: Bool) {}
+
+    func connectionInputClosed(_ connection: TCPConnection) {
+        // The client sent everything; answers still owed are written, then the connection closes.
+        stopReading = true
+        if nextToWrite == nextRequest && streaming == nil { tcp.close() }
+    }
+
+    func connectionClosed(_ connection: TCPConnection, error: NetError?) {
+        closed = true
+        streaming?.cancel()
+        streaming = nil
+        finished = [:]
+        if let t = timer { tcp.loop.cancel(t); timer = nil }
+        handoff.finished()
+    }
+}
+
+extension FerryHTTP.HTTPRequestHead {
+    /// A stand-in head for answering a request that could not be read.
+    static var closing: Self {
+        var decoder = HTTPRequestDecoder()
+        let events = (try? decoder.feed(Array("GET / HTTP/1.1\r\nHost: x\r\n\r\n".utf8))) ?? []
+        for case .head(let h) in events { return h }
+        preconditionFailure("a constant request head decodes")
+    }
+}

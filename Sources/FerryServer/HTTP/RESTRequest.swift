@@ -1,0 +1,114 @@
+import FerryHTTP
+import FerryNet
+
+/// One HTTP request as the REST layer sees it: the head, the whole body (already limited by
+/// `HTTPLimits.maxBodySize`), the path split and percent-decoded, the query parsed, and who
+/// sent it.
+public struct RESTRequest: Sendable {
+    /// The head as decoded.
+    public let head: FerryHTTP.HTTPRequestHead
+    /// The body, de-chunked.
+    public let body: [UInt8]
+    /// The path's segments, percent-decoded (`/db/doc%2Fx` → `["db", "doc/x"]`).
+    public let segments: [String]
+    /// The query's parameters in order, percent-decoded, `+` read as a space.
+    public let query: [(name: String, value: String)]
+    /// The peer's address.
+    public let remoteAddress: SocketAddress?
+    /// The client certificate, when the connection runs mutual TLS.
+    public let peerCertificate: TLSCertificate?
+
+    /// The method (`GET`, `PUT`, ...).
+    public var method: String { head.method }
+
+    /// Parses the target of `head`; nil when it is not origin-form or its escapes are broken.
+    public init?(head: FerryHTTP.HTTPRequestHead, body: [UInt8], remoteAddress: SocketAddress? = nil,
+                 peerCertificate: TLSCertificate? = nil) {
+        self.head = head
+        self.body = body
+        self.remoteAddress = remoteAddress
+        self.peerCertificate = peerCertificate
+        let target = head.target
+        guard target.hasPrefix("/") else { return nil }
+        let pathPart: Substring
+        let queryPart: Substring?
+        if let q = target.firstIndex(of: "?") {
+            pathPart = target[..<q]
+            queryPart = target[target.index(after: q)...]
+        } else {
+            pathPart = target[...]
+            queryPart = nil
+        }
+        var segments: [String] = []
+        for raw in pathPart.split(separator: "/", omittingEmptySubsequences: true) {
+            guard let s = PercentDecoding.decode(raw, plusIsSpace: false) else { return nil }
+            segments.append(s)
+        }
+        self.segments = segments
+        var query: [(String, String)] = []
+        for pair in (queryPart ?? "").split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = PercentDecoding.decode(parts[0], plusIsSpace: true),
+                  let value = PercentDecoding.decode(parts.count > 1 ? parts[1] : "", plusIsSpace: true) else { return nil }
+            query.append((name, value))
+        }
+        self.query = query
+    }
+
+    /// The last value of a query parameter.
+    public subscript(query name: String) -> String? {
+        query.last { $0.name == name }?.value
+    }
+
+    /// A header field's first value.
+    public func header(_ name: String) -> String? { head[name] }
+}
+
+/// Percent-decoding of URL components (RFC 3986 §2.1), to UTF-8.
+enum PercentDecoding {
+    /// The decoded text; nil for a broken escape or bytes that are not UTF-8.
+    static func decode(_ s: Substring, plusIsSpace: Bool) -> String? {
+        if !s.utf8.contains(where: { $0 == UInt8(ascii: "%") || (plusIsSpace && $0 == UInt8(ascii: "+")) }) { return String(s) }
+        var out: [UInt8] = []
+        out.reserveCapacity(s.utf8.count)
+        var it = s.utf8.makeIterator()
+        while let b = it.next() {
+            if b == UInt8(ascii: "%") {
+                guard let h = it.next().flatMap(hexValue), let l = it.next().flatMap(hexValue) else { return nil }
+                out.append(h << 4 | l)
+            } else if plusIsSpace && b == UInt8(ascii: "+") {
+                out.append(0x20)
+            } else {
+                out.append(b)
+            }
+        }
+        return String(validating: out, as: UTF8.self)
+    }
+
+    private static func hexValue(_ b: UInt8) -> UInt8? {
+        switch b {
+        case 48...57: return b - 48
+        case 65...70: return b - 55
+        case 97...102: return b - 87
+        default: return nil
+        }
+    }
+
+    /// `s` escaped for a path segment (everything but unreserved characters).
+    static func encodeSegment(_ s: String) -> String {
+        var out = ""
+        for b in s.utf8 {
+            switch b {
+            case 48...57, 65...90, 97...122, UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(b))
+            default:
+                out += "%" + String(b, radix: 16, uppercase: true).leftPadded(to: 2)
+            }
+        }
+        return out
+    }
+}
+
+extension String {
+    func leftPadded(to n: Int) -> String { count >= n ? self : String(repeating: "0", count: n - count) + self }
+}

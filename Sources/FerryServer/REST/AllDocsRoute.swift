@@ -1,0 +1,86 @@
+import FerryStore
+
+/// `GET|POST /{db}/_all_docs` (Protocol/rest.md, "All documents"): documents by ID with
+/// `keys`, `key`, `startkey`/`endkey` (and CouchDB's `start_key`/`end_key`), `inclusive_end`,
+/// `limit`, `skip`, `descending` and `include_docs`.
+extension RESTRouter {
+    func allDocs(_ c: Context) throws(RESTError) -> RESTResponse {
+        try Self.allow(c.request, ["GET", "HEAD", "POST"])
+        let r = c.request
+        var params: [String: JSONValue] = [:]
+        for (name, value) in r.query { params[name] = Self.queryJSON(value) }
+        if r.method == "POST" {
+            for (k, v) in try Self.jsonObject(r) { params[k] = v }
+        }
+        func flag(_ name: String) -> Bool { params[name]?.boolValue ?? (params[name]?.stringValue == "true") }
+        func int(_ name: String) throws(RESTError) -> Int? {
+            guard let v = params[name] else { return nil }
+            guard let n = v.intValue ?? v.stringValue.flatMap({ Int64($0) }), n >= 0 else {
+                throw .badRequest("Invalid value for \(name): it must be a non-negative integer")
+            }
+            return Int(n)
+        }
+        let includeDocs = flag("include_docs")
+        let limit = try int("limit") ?? Int.max
+        let skip = try int("skip") ?? 0
+        let descending = flag("descending")
+        do {
+            let total = try c.db.documentCount()
+            var rows: [JSONValue] = []
+            if let keys = params["keys"] ?? params["key"].map({ .array([$0]) }) {
+                guard let list = keys.arrayValue else { throw RESTError.badRequest("`keys` must be an array of strings") }
+                for key in list.dropFirst(skip).prefix(limit) {
+                    guard let id = key.stringValue else { rows.append(.object(["key": key, "error": "not_found"])); continue }
+                    rows.append(try row(c.db, id: id, includeDocs: includeDocs, fromKeys: true))
+                }
+            } else {
+                let start = (params["startkey"] ?? params["start_key"])?.stringValue
+                let end = (params["endkey"] ?? params["end_key"])?.stringValue
+                let inclusiveEnd = params["inclusive_end"].map { $0.boolValue ?? ($0.stringValue != "false") } ?? true
+                let (low, high) = descending ? (end, start) : (start, end)
+                var docs: [Document] = []
+                var after: String?
+                let wanted = descending ? Int.max : skip &+ limit
+                while docs.count < wanted {
+                    let page = try c.db.allDocuments(from: low, to: high, after: after, limit: 1000)
+                    docs += page
+                    guard page.count == 1000, let last = page.last else { break }
+                    after = last.id
+                }
+                if !inclusiveEnd, let end { docs.removeAll { $0.id == end } }
+                if descending { docs.reverse() }
+                for d in docs.dropFirst(skip).prefix(limit) {
+                    var o: [String: JSONValue] = ["id": .string(d.id), "key": .string(d.id),
+                                                  "value": .object(["rev": .string(d.revisionID?.description ?? "")])]
+                    if includeDocs { o["doc"] = DocumentJSON.object(d, tree: nil, revs: false, revsInfo: false, conflicts: false) }
+                    rows.append(.object(o))
+                }
+            }
+            return .json(200, .object(["total_rows": .int(Int64(total)), "offset": .int(Int64(skip)), "rows": .array(rows)]))
+        } catch let e as RESTError {
+            throw e
+        } catch let e as StoreError {
+            throw RESTError(e)
+        } catch {
+            throw RESTError(500, "internal_server_error", "\(error)")
+        }
+    }
+
+    /// One `keys` row: the current revision, a deleted one's tombstone, or `not_found`.
+    private func row(_ db: Database, id: String, includeDocs: Bool, fromKeys: Bool) throws(StoreError) -> JSONValue {
+        guard let d = try db.document(id, includeDeleted: true) else {
+            return .object(["key": .string(id), "error": "not_found"])
+        }
+        var value: [String: JSONValue] = ["rev": .string(d.revisionID?.description ?? "")]
+        if d.isDeleted { value["deleted"] = true }
+        var o: [String: JSONValue] = ["id": .string(id), "key": .string(id), "value": .object(value)]
+        if includeDocs { o["doc"] = d.isDeleted ? .null : DocumentJSON.object(d, tree: nil, revs: false, revsInfo: false, conflicts: false) }
+        return .object(o)
+    }
+
+    /// A query parameter as JSON (CouchDB sends `startkey="a"`, `keys=["a"]`, `limit=5`);
+    /// text that is not JSON stays a string.
+    static func queryJSON(_ value: String) -> JSONValue {
+        (try? JSONParser.parse(Array(value.utf8), sizeLimit: 1 << 20)) ?? .string(value)
+    }
+}

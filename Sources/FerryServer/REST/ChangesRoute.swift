@@ -1,0 +1,196 @@
+import FerryStore
+import Foundation
+
+/// `GET|POST /{db}/_changes` (Protocol/rest.md, "Changes feed"): `feed=normal`, `longpoll`,
+/// `continuous` (one JSON line per change) and `eventsource` (Server-Sent Events), with
+/// `since` (a sequence or `now`), `limit`, `include_docs`, `heartbeat`, `timeout`, and the
+/// `_doc_ids` filter (`doc_ids` in the query or body).
+extension RESTRouter {
+    /// The parsed parameters of one feed.
+    struct ChangesQuery: Sendable {
+        var feed = "normal"
+        var since: Int64 = 0
+        var limit = Int.max
+        var includeDocs = false
+        var heartbeat: Double?
+        var timeout: Double?
+        var docIDs: Set<String>?
+    }
+
+    func changes(_ c: Context) async throws(RESTError) -> RESTResponse {
+        try Self.allow(c.request, ["GET", "HEAD", "POST"])
+        let q = try Self.changesQuery(c)
+        switch q.feed {
+        case "normal":
+            return .json(200, try changesPage(c.db, q).json)
+        case "longpoll":
+            var page = try changesPage(c.db, q)
+            if page.rows.isEmpty {
+                await Self.waitForChange(c.db, after: page.last, timeout: q.timeout ?? 60)
+                page = try changesPage(c.db, q)
+            }
+            return .json(200, page.json)
+        case "continuous", "eventsource":
+            return continuousChanges(c.db, q, eventSource: q.feed == "eventsource")
+        default:
+            throw .badRequest("feed must be normal, longpoll, continuous or eventsource")
+        }
+    }
+
+    static func changesQuery(_ c: Context) throws(RESTError) -> ChangesQuery {
+        let r = c.request
+        var q = ChangesQuery()
+        var params: [String: String] = [:]
+        for (k, v) in r.query { params[k] = v }
+        var bodyIDs: [JSONValue]?
+        if r.method == "POST", !r.body.isEmpty {
+            let o = try jsonObject(r)
+            bodyIDs = o["doc_ids"]?.arrayValue
+            for (k, v) in o where k != "doc_ids" {
+                params[k] = v.stringValue ?? String(decoding: CanonicalJSON.encode(v), as: UTF8.self)
+            }
+        }
+        q.feed = params["feed"] ?? "normal"
+        if let since = params["since"] {
+            if since == "now" {
+                q.since = c.db.lastSequence
+            } else {
+                // CouchDB 2+ sequences are opaque strings; Ferry's are integers, possibly quoted.
+                guard let n = Int64(since.trimmingCharacters(in: ["\""]).split(separator: "-").first ?? ""), n >= 0 else {
+                    throw .badRequest("since must be a sequence number or \"now\"")
+                }
+                q.since = n
+            }
+        }
+        func number(_ name: String) throws(RESTError) -> Double? {
+            guard let v = params[name] else { return nil }
+            guard let n = Double(v), n >= 0 else { throw .badRequest("\(name) must be a non-negative number") }
+            return n
+        }
+        if let l = try number("limit") { q.limit = max(Int(l), 1) }
+        q.heartbeat = try number("heartbeat").map { max($0, 100) / 1000 }
+        q.timeout = try number("timeout").map { $0 / 1000 }
+        if params["heartbeat"] == "true" { q.heartbeat = 60 }
+        q.includeDocs = params["include_docs"] == "true"
+        if let filter = params["filter"] {
+            guard filter == "_doc_ids" else { throw .badRequest("unknown filter \(filter.debugDescription); Ferry knows _doc_ids") }
+            var ids = bodyIDs
+            if ids == nil, let text = params["doc_ids"] { ids = queryJSON(text).arrayValue }
+            guard let ids else { throw .badRequest("filter=_doc_ids needs doc_ids") }
+            q.docIDs = Set(ids.compactMap(\.stringValue))
+        }
+        return q
+    }
+
+    /// One page of changes after `q.since`.
+    struct ChangesPage {
+        var rows: [JSONValue]
+        var last: Int64
+        var pending: Int
+        var json: JSONValue {
+            .object(["results": .array(rows), "last_seq": .string(String(last)), "pending": .int(Int64(pending))])
+        }
+    }
+
+    func changesPage(_ db: Database, _ q: ChangesQuery) throws(RESTError) -> ChangesPage {
+        var rows: [JSONValue] = []
+        var position = q.since
+        do {
+            while rows.count < q.limit {
+                let batch = try db.changes(since: position, limit: min(1000, q.limit - rows.count))
+                if batch.isEmpty { break }
+                for change in batch {
+                    position = change.sequence
+                    if let row = try Self.changeRow(db, change, q) { rows.append(row) }
+                    if rows.count >= q.limit { break }
+                }
+            }
+            let pending = try db.pendingChangeCount(since: position)
+            return ChangesPage(rows: rows, last: position, pending: pending)
+        } catch { throw RESTError(error) }
+    }
+
+    static func changeRow(_ db: Database, _ change: Change, _ q: ChangesQuery) throws(StoreError) -> JSONValue? {
+        if let ids = q.docIDs, !ids.contains(change.documentID) { return nil }
+        var o: [String: JSONValue] = [
+            "seq": .string(String(change.sequence)),
+            "id": .string(change.documentID),
+            "changes": .array([.object(["rev": .string(change.revisionID.description)])]),
+        ]
+        if change.isDeleted { o["deleted"] = true }
+        if q.includeDocs {
+            if let d = try db.revision(change.revisionID, of: change.documentID) {
+                o["doc"] = DocumentJSON.object(d, tree: nil, revs: false, revsInfo: false, conflicts: false)
+            } else {
+                o["doc"] = .null
+            }
+        }
+        return .object(o)
+    }
+
+    /// Waits until the database has a change after `sequence`, or `timeout` seconds.
+    static func waitForChange(_ db: Database, after sequence: Int64, timeout: Double) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { _ = await db.waitForChange(after: sequence) }
+            group.addTask { try? await Task.sleep(for: .seconds(timeout)) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// A feed that stays open: each change as it is committed, a heartbeat while idle, and
+    /// (continuous only) `{"last_seq":…}` when `timeout` passes with nothing sent.
+    func continuousChanges(_ db: Database, _ q: ChangesQuery, eventSource: Bool) -> RESTResponse {
+        let (stream, out) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .unbounded)
+        let producer = Task {
+            var position = q.since
+            var sent = 0
+            func emit(_ row: JSONValue, _ seq: Int64) {
+                if eventSource {
+                    out.yield(Array("data: ".utf8) + CanonicalJSON.encode(row) + Array("\nid: \(seq)\n\n".utf8))
+                } else {
+                    out.yield(CanonicalJSON.encode(row) + [10])
+                }
+            }
+            feed: while !Task.isCancelled {
+                let batch: [Change]
+                do { batch = try db.changes(since: position, limit: 500) } catch { break }
+                for change in batch {
+                    position = change.sequence
+                    guard let row = try? Self.changeRow(db, change, q) else { continue }
+                    emit(row, change.sequence)
+                    sent += 1
+                    if sent >= q.limit { break feed }
+                }
+                if !batch.isEmpty { continue }
+                // Caught up: wait for the next commit, a heartbeat, or the end.
+                let wait = q.heartbeat ?? q.timeout ?? 60
+                let changed = await Self.waitOrTimeout(db, after: position, seconds: wait)
+                if Task.isCancelled { break }
+                if !changed {
+                    if q.heartbeat != nil {
+                        out.yield(eventSource ? Array("event: heartbeat\ndata: \n\n".utf8) : [10])
+                    } else {
+                        break
+                    }
+                }
+            }
+            if !eventSource { out.yield(CanonicalJSON.encode(.object(["last_seq": .string(String(position))])) + [10]) }
+            out.finish()
+        }
+        out.onTermination = { _ in producer.cancel() }
+        let type = eventSource ? "text/event-stream" : "application/json"
+        return RESTResponse(status: 200, headers: [("Content-Type", type), ("Cache-Control", "no-cache")], body: .stream(stream))
+    }
+
+    /// Whether a change came after `sequence` within `seconds`.
+    static func waitOrTimeout(_ db: Database, after sequence: Int64, seconds: Double) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask { await db.waitForChange(after: sequence) }
+            group.addTask { try? await Task.sleep(for: .seconds(seconds)); return false }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first && db.lastSequence > sequence
+        }
+    }
+}

@@ -1,0 +1,85 @@
+import FerryStore
+
+/// Documents as the REST API writes and reads them (Protocol/rest.md, "Documents"): the
+/// stored body with `_id`, `_rev` and, when asked, `_deleted`, `_revisions`, `_revs_info`,
+/// `_conflicts`; and request bodies split into what the store keeps and what CouchDB puts in
+/// special members.
+enum DocumentJSON {
+    /// `{"_id":…,"_rev":…,` spliced in front of a stored body, without parsing it.
+    static func splice(id: String, rev: String, deleted: Bool, body: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(body.count + id.utf8.count + rev.utf8.count + 32)
+        out += Array(#"{"_id":"#.utf8)
+        out += CanonicalJSON.encode(.string(id))
+        out += Array(#","_rev":"#.utf8)
+        out += CanonicalJSON.encode(.string(rev))
+        if deleted { out += Array(#","_deleted":true"#.utf8) }
+        // The stored body is a canonical object: `{}` or `{"k":…}`.
+        if body.count > 2 {
+            out.append(UInt8(ascii: ","))
+            out += body[1...]
+        } else {
+            out.append(UInt8(ascii: "}"))
+        }
+        return out
+    }
+
+    /// The full JSON object of a revision with the extras a GET asked for.
+    static func object(_ doc: Document, tree: RevisionTree?, revs: Bool, revsInfo: Bool, conflicts: Bool) -> JSONValue {
+        var o = doc.properties
+        o["_id"] = .string(doc.id)
+        if let rev = doc.revisionID { o["_rev"] = .string(rev.description) }
+        if doc.isDeleted { o["_deleted"] = true }
+        if let tree, let rev = doc.revisionID {
+            if revs { o["_revisions"] = revisions(tree.history(of: rev)) }
+            if revsInfo {
+                o["_revs_info"] = .array(tree.history(of: rev).map { r in
+                    let node = tree.nodes[r]
+                    let status = node?.isDeleted == true ? "deleted" : (node?.body != nil ? "available" : "missing")
+                    return .object(["rev": .string(r.description), "status": .string(status)])
+                })
+            }
+            if conflicts {
+                let others = tree.conflicts.filter { $0 != rev }
+                if !others.isEmpty { o["_conflicts"] = .array(others.map { .string($0.description) }) }
+            }
+        }
+        return .object(o)
+    }
+
+    /// CouchDB's `_revisions`: `{"start": generation, "ids": [digests, newest first]}`.
+    static func revisions(_ history: [RevisionID]) -> JSONValue {
+        .object(["start": .int(Int64(history.first?.generation ?? 0)), "ids": .array(history.map { .string($0.digest) })])
+    }
+
+    /// The revision IDs a `_revisions` object names, newest first; nil when malformed.
+    static func history(from revisions: JSONValue?) -> [String]? {
+        guard let o = revisions?.objectValue, let start = o["start"]?.intValue, let ids = o["ids"]?.arrayValue else { return nil }
+        var out: [String] = []
+        for (i, id) in ids.enumerated() {
+            guard let digest = id.stringValue else { return nil }
+            out.append("\(start - Int64(i))-\(digest)")
+        }
+        return out.isEmpty ? nil : out
+    }
+
+    /// A request body split into the stored properties and CouchDB's special members.
+    struct Incoming {
+        var properties: [String: JSONValue]
+        var id: String?
+        var rev: String?
+        var revisions: JSONValue?
+        var deleted: Bool
+    }
+
+    /// Takes `_id`, `_rev` and `_revisions` out of a body; `_deleted` and `_attachments` stay
+    /// for the store, which refuses any other `_` member.
+    static func incoming(_ body: [String: JSONValue]) -> Incoming {
+        var p = body
+        let id = p.removeValue(forKey: "_id")?.stringValue
+        let rev = p.removeValue(forKey: "_rev")?.stringValue
+        let revisions = p.removeValue(forKey: "_revisions")
+        let deleted = p["_deleted"]?.boolValue ?? false
+        return Incoming(properties: p, id: id, rev: rev, revisions: revisions, deleted: deleted)
+    }
+}

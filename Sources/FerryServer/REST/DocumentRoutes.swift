@@ -1,0 +1,153 @@
+import FerryStore
+
+/// `/{db}/{docid}` and `POST /{db}` (Protocol/rest.md, "Documents"): read with `rev`, `revs`,
+/// `revs_info`, `conflicts`, `open_revs` and ETags; write with `_rev`, `?rev=` or `If-Match`
+/// (a stale one is 409), `new_edits=false` for replicated revisions; delete with a revision.
+extension RESTRouter {
+    func document(_ c: Context, _ id: String) throws(RESTError) -> RESTResponse {
+        switch c.request.method {
+        case "GET", "HEAD": return try readDocument(c, id)
+        case "PUT":
+            try require(.writer, c)
+            return try writeDocument(c, id: id, body: try Self.jsonObject(c.request, strict: false))
+        case "DELETE":
+            try require(.writer, c)
+            return try deleteDocument(c, id)
+        default: throw .methodNotAllowed("DELETE,GET,HEAD,PUT")
+        }
+    }
+
+    func postDocument(_ c: Context) async throws(RESTError) -> RESTResponse {
+        try require(.writer, c)
+        let body = try Self.jsonObject(c.request)
+        let id = body["_id"]?.stringValue ?? Self.newID()
+        return try writeDocument(c, id: id, body: body)
+    }
+
+    private func readDocument(_ c: Context, _ id: String) throws(RESTError) -> RESTResponse {
+        let r = c.request
+        let flag = { (name: String) in r[query: name] == "true" }
+        if let openRevs = r[query: "open_revs"] { return try openRevisions(c, id, openRevs, revs: flag("revs")) }
+        do {
+            if r[query: "rev"] == nil, !flag("revs"), !flag("revs_info"), !flag("conflicts") {
+                // The common read: the stored bytes with `_id` and `_rev` spliced in.
+                guard let (rev, deleted, body) = try c.db.documentJSON(id), !deleted else {
+                    throw RESTError.notFound(try c.db.documentJSON(id) == nil ? "missing" : "deleted")
+                }
+                let etag = "\"\(rev)\""
+                if r.header("If-None-Match") == etag { return RESTResponse(status: 304, headers: [("ETag", etag)]) }
+                return .json(200, DocumentJSON.splice(id: id, rev: rev, deleted: false, body: body), headers: [("ETag", etag)])
+            }
+            guard let tree = try c.db.revisionTree(of: id) else { throw RESTError.notFound("missing") }
+            let doc: Document
+            if let revText = r[query: "rev"] {
+                guard let rev = try? RevisionID(revText), let d = try c.db.revision(rev, of: id) else { throw RESTError.notFound("missing") }
+                doc = d
+            } else {
+                guard let d = try c.db.document(id), !d.isDeleted else { throw RESTError.notFound("deleted") }
+                doc = d
+            }
+            let etag = "\"\(doc.revisionID?.description ?? "")\""
+            if r.header("If-None-Match") == etag { return RESTResponse(status: 304, headers: [("ETag", etag)]) }
+            let json = DocumentJSON.object(doc, tree: tree, revs: flag("revs"), revsInfo: flag("revs_info"), conflicts: flag("conflicts"))
+            return .json(200, json, headers: [("ETag", etag)])
+        } catch let e as RESTError {
+            throw e
+        } catch let e as StoreError {
+            throw RESTError(e)
+        } catch {
+            throw RESTError(500, "internal_server_error", "\(error)")
+        }
+    }
+
+    /// `open_revs=all` or a JSON array of revisions: `[{"ok": doc} | {"missing": rev}]`.
+    private func openRevisions(_ c: Context, _ id: String, _ spec: String, revs: Bool) throws(RESTError) -> RESTResponse {
+        do {
+            let tree = try c.db.revisionTree(of: id)
+            var wanted: [String]
+            if spec == "all" {
+                wanted = tree?.leaves.map(\.revisionID.description) ?? []
+            } else {
+                guard case .array(let a)? = try? JSONParser.parse(Array(spec.utf8)) else {
+                    throw RESTError.badRequest("open_revs must be \"all\" or a JSON array of revisions")
+                }
+                wanted = a.compactMap(\.stringValue)
+            }
+            if tree == nil && spec == "all" { throw RESTError.notFound("missing") }
+            var out: [JSONValue] = []
+            for text in wanted {
+                if let rev = try? RevisionID(text), let doc = try c.db.revision(rev, of: id) {
+                    out.append(.object(["ok": DocumentJSON.object(doc, tree: tree, revs: revs, revsInfo: false, conflicts: false)]))
+                } else {
+                    out.append(.object(["missing": .string(text)]))
+                }
+            }
+            return .json(200, .array(out))
+        } catch let e as RESTError {
+            throw e
+        } catch let e as StoreError {
+            throw RESTError(e)
+        } catch {
+            throw RESTError(500, "internal_server_error", "\(error)")
+        }
+    }
+
+    /// The revision a write names: `?rev=`, `If-Match` or the body's `_rev`, which must agree.
+    static func namedRevision(_ r: RESTRequest, body: String?) throws(RESTError) -> String? {
+        var candidates: [String] = []
+        if let q = r[query: "rev"] { candidates.append(q) }
+        if let m = r.header("If-Match") { candidates.append(m.trimmingCharacters(in: ["\""])) }
+        if let body { candidates.append(body) }
+        guard let first = candidates.first else { return nil }
+        guard candidates.allSatisfy({ $0 == first }) else {
+            throw .badRequest("Document rev from request body and query string have different values")
+        }
+        return first
+    }
+
+    func writeDocument(_ c: Context, id: String, body: [String: JSONValue]) throws(RESTError) -> RESTResponse {
+        let incoming = DocumentJSON.incoming(body)
+        let revText = try Self.namedRevision(c.request, body: incoming.rev)
+        let result: (id: String, rev: String)
+        if c.request[query: "new_edits"] == "false" {
+            guard let revText else { throw .badRequest("new_edits=false needs the document's _rev") }
+            result = try insertReplicated(c.db, id: id, rev: revText, incoming: incoming)
+        } else {
+            result = try save(c.db, id: id, rev: revText, incoming: incoming)
+        }
+        let status = c.request[query: "batch"] == "ok" ? 202 : 201
+        return .json(status, .object(["ok": true, "id": .string(result.id), "rev": .string(result.rev)]),
+                     headers: [("ETag", "\"\(result.rev)\""), ("Location", "/\(PercentDecoding.encodeSegment(c.name))/\(PercentDecoding.encodeSegment(id))")])
+    }
+
+    /// Saves a new revision whose parent is `rev` (nil: a new document), failing on conflict.
+    func save(_ db: Database, id: String, rev revText: String?, incoming: DocumentJSON.Incoming) throws(RESTError) -> (id: String, rev: String) {
+        do {
+            let parent = try revText.map { (t) throws(StoreError) in try RevisionID(t) }
+            let doc = Document(id: id, basedOn: parent, properties: incoming.properties)
+            let saved = incoming.deleted ? try db.delete(doc, concurrencyControl: .failOnConflict)
+                                         : try db.save(doc, concurrencyControl: .failOnConflict)
+            return (id, saved.revisionID?.description ?? "")
+        } catch { throw RESTError(error) }
+    }
+
+    /// Stores a revision made elsewhere with its history (`new_edits=false`), as replication does.
+    func insertReplicated(_ db: Database, id: String, rev: String, incoming: DocumentJSON.Incoming) throws(RESTError) -> (id: String, rev: String) {
+        let history = DocumentJSON.history(from: incoming.revisions) ?? [rev]
+        guard history.first == rev else { throw .badRequest("_revisions does not start with _rev") }
+        var properties = incoming.properties
+        properties.removeValue(forKey: "_deleted")
+        let r = ReplicatedRevision(documentID: id, history: history, body: CanonicalJSON.encode(properties), isDeleted: incoming.deleted)
+        do { _ = try db.insert(r) } catch { throw RESTError(error) }
+        return (id, rev)
+    }
+
+    private func deleteDocument(_ c: Context, _ id: String) throws(RESTError) -> RESTResponse {
+        guard let revText = try Self.namedRevision(c.request, body: nil) else { throw .conflict }
+        var incoming = DocumentJSON.incoming([:])
+        incoming.deleted = true
+        let result = try save(c.db, id: id, rev: revText, incoming: incoming)
+        return .json(200, .object(["ok": true, "id": .string(result.id), "rev": .string(result.rev)]),
+                     headers: [("ETag", "\"\(result.rev)\"")])
+    }
+}

@@ -1,0 +1,67 @@
+import FerryHTTP
+import FerryStore
+
+/// An error answered in CouchDB's shape (Protocol/rest.md, "Errors"):
+/// `{"error":"conflict","reason":"Document update conflict."}` with the matching status.
+public struct RESTError: Error, Sendable, Equatable {
+    /// The HTTP status.
+    public let status: Int
+    /// CouchDB's short error name (`not_found`, `conflict`, `forbidden`, ...).
+    public let error: String
+    /// A sentence for people.
+    public let reason: String
+
+    /// An error with these parts.
+    public init(_ status: Int, _ error: String, _ reason: String) {
+        self.status = status
+        self.error = error
+        self.reason = reason
+    }
+
+    /// 400 `bad_request`.
+    public static func badRequest(_ reason: String) -> RESTError { RESTError(400, "bad_request", reason) }
+    /// 404 `not_found`.
+    public static func notFound(_ reason: String = "missing") -> RESTError { RESTError(404, "not_found", reason) }
+    /// 409 `conflict`, CouchDB's wording.
+    public static let conflict = RESTError(409, "conflict", "Document update conflict.")
+    /// 401 `unauthorized`.
+    public static func unauthorized(_ reason: String = "Name or password is incorrect.") -> RESTError {
+        RESTError(401, "unauthorized", reason)
+    }
+    /// 403 `forbidden`.
+    public static func forbidden(_ reason: String) -> RESTError { RESTError(403, "forbidden", reason) }
+    /// 405 `method_not_allowed`.
+    public static func methodNotAllowed(_ allowed: String) -> RESTError {
+        RESTError(405, "method_not_allowed", "Only \(allowed) allowed")
+    }
+    /// 412 `precondition_failed`.
+    public static func preconditionFailed(_ reason: String) -> RESTError { RESTError(412, "precondition_failed", reason) }
+    /// 415 `bad_content_type`.
+    public static func badContentType(_ reason: String) -> RESTError { RESTError(415, "bad_content_type", reason) }
+
+    /// The store's error as CouchDB would answer it.
+    public init(_ e: StoreError) {
+        switch e {
+        case .conflict: self = .conflict
+        case let .rejected(status, message): self.init(status, status == 401 ? "unauthorized" : "forbidden", message)
+        case .notFound: self = .notFound()
+        case let .tooLarge(limit): self.init(413, "too_large", "the document is over the limit of \(limit) bytes")
+        case let .invalidJSON(reason): self = .badRequest("invalid JSON: \(reason)")
+        case .notAnObject: self = .badRequest("Document must be a JSON object")
+        case let .reservedProperty(p): self = .badRequest("Bad special document member: \(p)")
+        case let .invalidDocumentID(id): self = .badRequest("Invalid document ID \(id.debugDescription)")
+        case let .invalidRevisionID(r): self = .badRequest("Invalid rev format: \(r.debugDescription)")
+        case let .brokenHistory(reason): self = .badRequest("Invalid revision history: \(reason)")
+        case let .invalidAttachment(name, reason): self = .badRequest("Invalid attachment \(name.debugDescription): \(reason)")
+        case let .invalidArgument(reason): self = .badRequest(reason)
+        default: self.init(500, "internal_server_error", "\(e)")
+        }
+    }
+
+    /// The response carrying this error.
+    public var response: RESTResponse {
+        var r = RESTResponse.json(status, .object(["error": .string(error), "reason": .string(reason)]))
+        if status == 401 { r.headers.append(("WWW-Authenticate", #"Basic realm="Ferry""#)) }
+        return r
+    }
+}

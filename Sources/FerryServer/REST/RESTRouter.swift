@@ -1,0 +1,159 @@
+import FerryStore
+import Foundation
+import Logging
+
+/// Answers the REST API (Protocol/rest.md): finds the route for a request's method and path,
+/// checks who sent it and what their role allows, and runs the route. Every failure is answered
+/// in CouchDB's shape (`RESTError`). Routes run off the event loop; the store calls they make
+/// are synchronous and short, except bulk writes and feeds, which the store orders itself.
+public final class RESTRouter: Sendable {
+    /// The databases served.
+    public let registry: DatabaseRegistry
+    /// Users, roles and anonymous policy.
+    public let access: AccessControl
+    /// This server's stable identity (`GET /`'s `uuid`).
+    public let serverID: String
+    /// The version `GET /` reports.
+    public let version: String
+    /// Routes a plugin adds in front of the built-in ones (operations: `/_up`, `/_metrics`);
+    /// a hook returns nil to let the request through.
+    public let hooks: [@Sendable (RESTRequest, RESTRouter) async -> RESTResponse?]
+    let logger: Logger
+
+    /// A router over `registry` guarded by `access`.
+    public init(registry: DatabaseRegistry, access: AccessControl, serverID: String, version: String,
+                hooks: [@Sendable (RESTRequest, RESTRouter) async -> RESTResponse?] = [],
+                logger: Logger = Logger(label: "ferry.rest")) {
+        self.registry = registry
+        self.access = access
+        self.serverID = serverID
+        self.version = version
+        self.hooks = hooks
+        self.logger = logger
+    }
+
+    /// What a route works with: the request, who sent it, and the database it names.
+    struct Context: Sendable {
+        let request: RESTRequest
+        let identity: AccessControl.Identity
+        let name: String
+        let db: Database
+        let role: Role
+    }
+
+    /// The answer to `request`.
+    public func respond(_ request: RESTRequest) async -> RESTResponse {
+        for hook in hooks {
+            if let r = await hook(request, self) { return r }
+        }
+        do {
+            return try await route(request)
+        } catch {
+            if error.status >= 500 { logger.warning("request failed", metadata: ["path": "\(request.head.target)", "error": "\(error.reason)"]) }
+            return error.response
+        }
+    }
+
+    /// Who sent `request`; 401 for missing (when anonymous access is off) or wrong credentials.
+    public func identify(_ request: RESTRequest) throws(RESTError) -> AccessControl.Identity {
+        try access.authenticate(authorization: request.header("Authorization"), certificate: request.peerCertificate).get()
+    }
+
+    private func route(_ r: RESTRequest) async throws(RESTError) -> RESTResponse {
+        let s = r.segments
+        guard let first = s.first else {
+            try Self.allow(r, ["GET", "HEAD"])
+            return serverInfo()
+        }
+        if first.hasPrefix("_") {
+            let identity = try identify(r)
+            switch first {
+            case "_all_dbs":
+                try Self.allow(r, ["GET", "HEAD"])
+                return allDatabases(identity)
+            case "_session":
+                try Self.allow(r, ["GET", "HEAD"])
+                return session(identity)
+            case "_uuids":
+                try Self.allow(r, ["GET", "HEAD"])
+                return uuids(r)
+            default:
+                throw .notFound("no route \(r.head.target)")
+            }
+        }
+        let identity = try identify(r)
+        let name = first
+        if s.count == 1 {
+            switch r.method {
+            case "PUT": return try createDatabase(name, identity)
+            case "DELETE":
+                try require(.admin, identity, name)
+                try registry.delete(name)
+                return .ok()
+            default: break
+            }
+        }
+        guard let db = registry.database(name) else { throw .notFound("Database does not exist.") }
+        guard let role = access.role(of: identity, on: name) else {
+            throw .forbidden("You are not allowed to access this db.")
+        }
+        let c = Context(request: r, identity: identity, name: name, db: db, role: role)
+        if s.count == 1 {
+            switch r.method {
+            case "GET", "HEAD": return try databaseInfo(c)
+            case "POST": return try await postDocument(c)
+            default: throw .methodNotAllowed("DELETE,GET,HEAD,POST,PUT")
+            }
+        }
+        let second = s[1]
+        if second.hasPrefix("_") {
+            switch second {
+            case "_all_docs": return try allDocs(c)
+            case "_bulk_docs": return try bulkDocs(c)
+            case "_changes": return try await changes(c)
+            case "_local":
+                guard s.count == 3 else { throw .notFound("missing") }
+                return try localDocument(c, s[2])
+            default:
+                if let r = try await extendedDatabaseRoute(c, second) { return r }
+                throw .notFound("no route \(r.head.target)")
+            }
+        }
+        if s.count == 2 { return try document(c, second) }
+        return try await attachment(c, second, s[2...].joined(separator: "/"))
+    }
+
+    /// Throws 403 unless the identity has `needed` on the context's database.
+    func require(_ needed: Role, _ c: Context) throws(RESTError) {
+        guard c.role >= needed else { throw Self.forbiddenFor(needed) }
+    }
+
+    func require(_ needed: Role, _ identity: AccessControl.Identity, _ db: String) throws(RESTError) {
+        guard let role = access.role(of: identity, on: db), role >= needed else { throw Self.forbiddenFor(needed) }
+    }
+
+    static func forbiddenFor(_ needed: Role) -> RESTError {
+        switch needed {
+        case .reader: return .forbidden("You are not allowed to access this db.")
+        case .writer: return .forbidden("You are not allowed to write to this db.")
+        case .admin: return .forbidden("You are not a db or server admin.")
+        }
+    }
+
+    /// Throws 405 unless the method is one of `methods`.
+    static func allow(_ r: RESTRequest, _ methods: [String]) throws(RESTError) {
+        guard methods.contains(r.method) else { throw .methodNotAllowed(methods.joined(separator: ",")) }
+    }
+
+    /// Reads the body as a JSON object; 400 for bad JSON. With `strict` (CouchDB's `POST`
+    /// routes) a declared type other than JSON is 415; a document `PUT` takes any, as
+    /// CouchDB's does (curl's `-d` says form data).
+    static func jsonObject(_ r: RESTRequest, strict: Bool = true) throws(RESTError) -> [String: JSONValue] {
+        if strict, let type = r.header("Content-Type"), !type.lowercased().hasPrefix("application/json") {
+            throw .badContentType("Content-Type must be application/json")
+        }
+        do { return try JSONParser.parseObject(r.body, sizeLimit: r.body.count + 1) } catch {
+            throw .badRequest("Request body must be a JSON object: \(error)")
+        }
+    }
+}

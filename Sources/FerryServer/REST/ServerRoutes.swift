@@ -1,0 +1,68 @@
+import FerryStore
+import Foundation
+
+/// Server-wide routes (Protocol/rest.md, "Server"): `/`, `/_all_dbs`, `/_session`, `/_uuids`,
+/// and creating, describing and deleting databases.
+extension RESTRouter {
+    func serverInfo() -> RESTResponse {
+        .json(200, .object([
+            "couchdb": "Welcome",
+            "ferry": "Welcome",
+            "version": .string(version),
+            "uuid": .string(serverID),
+            "vendor": .object(["name": "Ferry", "version": .string(version)]),
+            "features": .array(["blipsync", "access-control"]),
+        ]))
+    }
+
+    func allDatabases(_ identity: AccessControl.Identity) -> RESTResponse {
+        let visible = registry.names.filter { access.role(of: identity, on: $0) != nil }
+        return .json(200, .array(visible.map { .string($0) }))
+    }
+
+    func session(_ identity: AccessControl.Identity) -> RESTResponse {
+        var roles: [JSONValue] = []
+        if access.isServerAdmin(identity) { roles.append("_admin") }
+        let name: JSONValue = { if case .user(let n) = identity { return .string(n) } else { return .null } }()
+        return .json(200, .object(["ok": true, "userCtx": .object(["name": name, "roles": .array(roles)])]))
+    }
+
+    func uuids(_ r: RESTRequest) -> RESTResponse {
+        let count = min(max(Int(r[query: "count"] ?? "1") ?? 1, 1), 1000)
+        return .json(200, .object(["uuids": .array((0..<count).map { _ in .string(Self.newID()) })]))
+    }
+
+    /// A random 128-bit document ID in lowercase hex, as CouchDB makes them.
+    static func newID() -> String {
+        UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+    }
+
+    func createDatabase(_ name: String, _ identity: AccessControl.Identity) throws(RESTError) -> RESTResponse {
+        guard access.isServerAdmin(identity) else { throw .forbidden("You are not a server admin.") }
+        _ = try registry.create(name)
+        return .json(201, Array(#"{"ok":true}"#.utf8), headers: [("Location", "/" + PercentDecoding.encodeSegment(name))])
+    }
+
+    func databaseInfo(_ c: Context) throws(RESTError) -> RESTResponse {
+        do {
+            let live = try c.db.documentCount()
+            let all = try c.db.documentCount(includeDeleted: true)
+            let size = Self.fileSize(c.db.path) + Self.fileSize(c.db.path + "-wal")
+            return .json(200, .object([
+                "db_name": .string(c.name),
+                "doc_count": .int(Int64(live)),
+                "doc_del_count": .int(Int64(all - live)),
+                "update_seq": .string(String(c.db.lastSequence)),
+                "purge_seq": .string(String(try c.db.purgeCount())),
+                "conflicts": .int(Int64(try c.db.conflictedDocumentIDs().count)),
+                "sizes": .object(["file": .int(size), "active": .int(size), "external": .int(size)]),
+                "instance_start_time": "0",
+                "uuid": .string(c.db.uuid.uuidString.lowercased()),
+            ]))
+        } catch { throw RESTError(error) }
+    }
+
+    static func fileSize(_ path: String) -> Int64 {
+        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.int64Value ?? 0
+    }
+}
