@@ -1,3 +1,4 @@
+import FerryNet
 import FerryServer
 import FerryStore
 import FerryTestSupport
@@ -12,7 +13,7 @@ final class DaemonFixture: Sendable {
     let daemon: FerryDaemon
 
     init(users: [UserRecord] = [], allowAnonymous: Bool = false, anonymousRole: Role = .writer,
-         databases: [String] = []) async throws {
+         databases: [String] = [], tls: TLSServerConfiguration? = nil) async throws {
         var policy = AccessControl.Policy()
         policy.allowAnonymous = allowAnonymous
         policy.anonymousRole = anonymousRole
@@ -21,6 +22,7 @@ final class DaemonFixture: Sendable {
         try store.save(Dictionary(users.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a }))
         var config = FerryDaemon.Configuration(location: .directory(dir.path("data")))
         config.port = 0
+        config.tls = tls
         daemon = try await FerryDaemon.start(config, access: try AccessControl(store: store, policy: policy))
         for name in databases { _ = try daemon.registry.create(name) }
     }
