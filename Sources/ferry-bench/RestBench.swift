@@ -1,0 +1,233 @@
+import ArgumentParser
+import FerryStore
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// `ferry-bench rest` — the daemon's REST API against a `ferry serve --data` child process:
+//   get      — keep-alive `GET` of one 1 KiB document, N connections, driven by `wrk` (an
+//              independent C load generator; apt-get install wrk), authenticated (HTTP Basic);
+//   bulk     — `POST /_bulk_docs` of 10,000 × 1 KiB documents over one connection, beside the
+//              store's own batched save of the same documents in this process (the ceiling);
+//   latency  — a `PUT` over one keep-alive connection until the change arrives on a
+//              `_changes?feed=continuous` stream held open on another: p50/p99 of 1,000.
+struct RestBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rest",
+        abstract: "REST API: keep-alive GET rate (wrk), _bulk_docs vs the store's ceiling, write-to-continuous-feed latency.")
+
+    @Option(help: "Connections for the GET test.") var connections = 64
+    @Option(help: "Seconds of the GET test.") var seconds = 10
+    @Option(help: "wrk threads (the load generator shares the machine with the server).") var threads = 2
+    @Option(help: "Documents per _bulk_docs run.") var bulk = 10_000
+    @Option(help: "Bulk runs (the median is reported).") var bulkRuns = 5
+    @Option(help: "Latency samples.") var samples = 1000
+    @Option(help: "Folder for the temporary data.") var dir = NSTemporaryDirectory()
+
+    static func now() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    func run() async throws {
+        signal(SIGPIPE, SIG_IGN)
+        let data = (dir as NSString).appendingPathComponent("ferry-bench-rest-\(getpid())")
+        try? FileManager.default.removeItem(atPath: data)
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let ferry = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("ferry")
+        func runFerry(_ args: [String]) throws {
+            let p = Process()
+            p.executableURL = ferry
+            p.arguments = args
+            p.standardOutput = FileHandle.nullDevice
+            try p.run()
+            p.waitUntilExit()
+            guard p.terminationStatus == 0 else { throw ValidationError("ferry \(args.joined(separator: " ")) failed") }
+        }
+        try runFerry(["db", "create", "--data", data, "bench"])
+        try runFerry(["user", "add", "--data", data, "bench", "--password", "bench-secret", "--role", "*=admin"])
+        let child = Process()
+        child.executableURL = ferry
+        child.arguments = ["serve", "--data", data, "--port", "0"]
+        let out = Pipe()
+        child.standardOutput = out
+        child.standardError = FileHandle.nullDevice
+        try child.run()
+        defer { child.terminate(); child.waitUntilExit() }
+        var line: [UInt8] = []
+        var c: UInt8 = 0
+        while read(out.fileHandleForReading.fileDescriptor, &c, 1) == 1, c != 10 { line.append(c) }
+        guard let url = String(decoding: line, as: UTF8.self).split(separator: " ").first(where: { $0.hasPrefix("http://") }),
+              let port = Int(url.dropFirst("http://127.0.0.1:".count).prefix { $0.isNumber }) else {
+            throw ValidationError("ferry serve did not start: \(String(decoding: line, as: UTF8.self))")
+        }
+        let auth = "Basic " + Data("bench:bench-secret".utf8).base64EncodedString()
+        let client = try BenchHTTPClient(port: port, authorization: auth)
+        print("server: ferry serve --data (pid \(child.processIdentifier)), port \(port); machine: \(ProcessInfo.processInfo.activeProcessorCount) CPUs")
+
+        // 1. Keep-alive GET of a 1 KiB document.
+        let body = CanonicalJSON.encode(.object(Self.props(0)))
+        let put = try client.request("PUT", "/bench/doc", body: body)
+        guard put.status == 201 else { throw ValidationError("PUT /bench/doc: \(put.status)") }
+        let got = try client.request("GET", "/bench/doc")
+        print("GET /bench/doc answers \(got.body.count) bytes of JSON")
+        if let wrk = ["/usr/bin/wrk", "/usr/local/bin/wrk"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: wrk)
+            p.arguments = ["-t\(threads)", "-c\(connections)", "-d\(seconds)s", "-H", "Authorization: \(auth)", "http://127.0.0.1:\(port)/bench/doc"]
+            let o = Pipe()
+            p.standardOutput = o
+            try p.run()
+            let text = String(decoding: o.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            p.waitUntilExit()
+            let rate = text.split(separator: "\n").first { $0.hasPrefix("Requests/sec:") } ?? "Requests/sec: ?"
+            let latency = text.split(separator: "\n").first { $0.contains("Latency") } ?? ""
+            let errors = text.split(separator: "\n").first { $0.contains("Non-2xx") || $0.contains("Socket errors") }
+            print("get      \(connections) keep-alive connections, \(seconds) s (wrk -t\(threads)): \(rate.dropFirst("Requests/sec:".count).trimmingCharacters(in: .whitespaces)) requests/s; \(latency.trimmingCharacters(in: .whitespaces))\(errors.map { "; " + $0 } ?? "")")
+        } else {
+            print("get      SKIPPED: wrk is not installed (apt-get install wrk)")
+        }
+
+        // 2. _bulk_docs beside the store's own batched save of the same documents.
+        var bulkRates: [Double] = []
+        var ceilingRates: [Double] = []
+        for run in 0..<bulkRuns {
+            let docs: [JSONValue] = (0..<bulk).map { i in
+                var p = Self.props(i)
+                p["_id"] = .string(String(format: "r%d-%06d", run, i))
+                return .object(p)
+            }
+            let payload = CanonicalJSON.encode(.object(["docs": .array(docs)]))
+            let t = Self.now()
+            let r = try client.request("POST", "/bench/_bulk_docs", body: payload, contentType: "application/json")
+            let elapsed = Self.now() - t
+            guard r.status == 201 else { throw ValidationError("_bulk_docs: \(r.status)") }
+            bulkRates.append(Double(bulk) / elapsed)
+
+            let path = (dir as NSString).appendingPathComponent("ferry-bench-rest-ceiling-\(getpid())-\(run).ferry")
+            let db = try Database.open(at: path)
+            let t2 = Self.now()
+            try db.inBatch { (b) throws(StoreError) in
+                for i in 0..<bulk { _ = try b.save(Document(id: String(format: "r%d-%06d", run, i), properties: Self.props(i))) }
+            }
+            ceilingRates.append(Double(bulk) / (Self.now() - t2))
+            db.close()
+            for s in ["", "-wal", "-shm"] { unlink(path + s) }
+        }
+        let bulkMedian = bulkRates.sorted()[bulkRates.count / 2]
+        let ceilingMedian = ceilingRates.sorted()[ceilingRates.count / 2]
+        print(String(format: "bulk     _bulk_docs of %d × 1 KiB: median %.0f docs/s over %d runs (%@); the store's batched save: %.0f docs/s (%@) → %.2f× the ceiling",
+                     bulk, bulkMedian, bulkRuns, bulkRates.map { String(format: "%.0f", $0) }.joined(separator: ", "),
+                     ceilingMedian, ceilingRates.map { String(format: "%.0f", $0) }.joined(separator: ", "), bulkMedian / ceilingMedian))
+
+        // 3. Write → continuous feed latency.
+        let feed = try BenchHTTPClient(port: port, authorization: auth)
+        try feed.send("GET", "/bench/_changes?feed=continuous&since=now&heartbeat=10000", body: [], contentType: nil)
+        try feed.readHead()
+        var latencies: [Double] = []
+        for i in 0..<samples {
+            let id = "lat-\(i)"
+            let t = Self.now()
+            let r = try client.request("PUT", "/bench/\(id)", body: Array(#"{"i":1}"#.utf8))
+            guard r.status == 201 else { throw ValidationError("PUT: \(r.status)") }
+            try feed.readUntil(Array("\"id\":\"\(id)\"".utf8))
+            latencies.append((Self.now() - t) * 1000)
+        }
+        latencies.sort()
+        print(String(format: "latency  PUT → continuous _changes line, %d samples: p50 %.3f ms, p99 %.3f ms, max %.3f ms",
+                     samples, latencies[latencies.count / 2], latencies[latencies.count * 99 / 100], latencies[latencies.count - 1]))
+    }
+
+    static func props(_ i: Int) -> [String: JSONValue] {
+        ["type": "item", "n": .int(Int64(i)), "name": .string("item number \(i)"), "tags": ["a", "b", "c"],
+         "price": .double(Double(i) * 0.25 + 0.1), "text": .string(String(repeating: "lorem ipsum ", count: 75))]
+    }
+}
+
+/// A blocking HTTP/1.1 keep-alive client for the benchmark (one connection, one request at a
+/// time; Content-Length responses, or a chunked stream read line by line).
+final class BenchHTTPClient {
+    let fd: Int32
+    let authorization: String
+    var buffer: [UInt8] = []
+
+    init(port: Int, authorization: String) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.fd = fd
+        self.authorization = authorization
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard rc == 0 else { throw ValidationError("connect: errno \(errno)") }
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    deinit { close(fd) }
+
+    func send(_ method: String, _ path: String, body: [UInt8], contentType: String?) throws {
+        var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(authorization)\r\n"
+        if let contentType { head += "Content-Type: \(contentType)\r\n" }
+        if !body.isEmpty || method == "PUT" || method == "POST" { head += "Content-Length: \(body.count)\r\n" }
+        let bytes = Array((head + "\r\n").utf8) + body
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + sent, bytes.count - sent) }
+            guard n > 0 else { throw ValidationError("write failed") }
+            sent += n
+        }
+    }
+
+    private func fill() throws {
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        let n = read(fd, &chunk, chunk.count)
+        guard n > 0 else { throw ValidationError("connection closed") }
+        buffer += chunk[..<n]
+    }
+
+    private func index(of needle: [UInt8]) -> Int? {
+        guard buffer.count >= needle.count else { return nil }
+        var i = 0
+        while i <= buffer.count - needle.count {
+            if buffer[i] == needle[0] && buffer[i..<(i + needle.count)].elementsEqual(needle) { return i }
+            i += 1
+        }
+        return nil
+    }
+
+    /// Reads a response head; returns the status and Content-Length.
+    @discardableResult
+    func readHead() throws -> (status: Int, length: Int?) {
+        var end = index(of: [13, 10, 13, 10])
+        while end == nil { try fill(); end = index(of: [13, 10, 13, 10]) }
+        let head = String(decoding: buffer[..<end!], as: UTF8.self)
+        buffer.removeFirst(end! + 4)
+        let lines = head.split(separator: "\r\n")
+        let status = Int(lines.first?.split(separator: " ").dropFirst().first ?? "") ?? 0
+        let length = lines.first { $0.lowercased().hasPrefix("content-length:") }.flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) }
+        return (status, length)
+    }
+
+    func request(_ method: String, _ path: String, body: [UInt8] = [], contentType: String? = nil) throws -> (status: Int, body: [UInt8]) {
+        try send(method, path, body: body, contentType: contentType)
+        let (status, length) = try readHead()
+        let n = length ?? 0
+        while buffer.count < n { try fill() }
+        let out = Array(buffer[..<n])
+        buffer.removeFirst(n)
+        return (status, out)
+    }
+
+    /// Reads a streamed body until `needle` has arrived, dropping what came before it.
+    func readUntil(_ needle: [UInt8]) throws {
+        while true {
+            if let i = index(of: needle) { buffer.removeFirst(i + needle.count); return }
+            if buffer.count > 1 << 20 { buffer.removeFirst(buffer.count - needle.count) }
+            try fill()
+        }
+    }
+}
