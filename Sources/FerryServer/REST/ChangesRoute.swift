@@ -64,8 +64,10 @@ extension RESTRouter {
         }
         func number(_ name: String) throws(RESTError) -> Double? {
             guard let v = params[name] else { return nil }
-            guard let n = Double(v), n >= 0 else { throw .badRequest("\(name) must be a non-negative number") }
-            return n
+            guard let n = Double(v), n.isFinite, n >= 0 else { throw .badRequest("\(name) must be a non-negative number") }
+            // At most 10^12 (ms: 31 years), so Int(limit) and the Durations made from
+            // heartbeat and timeout stay in range (limit=1e20 or timeout=1e300 trapped).
+            return min(n, 1e12)
         }
         if let l = try number("limit") { q.limit = max(Int(l), 1) }
         q.heartbeat = try number("heartbeat").map { max($0, 100) / 1000 }
