@@ -42,8 +42,9 @@ public final class AccessControl: Sendable {
         var users: [String: UserRecord]
         var modified: Date?
         var lastCheck = ContinuousClock.now
-        /// user NUL sha256(password) → the encoded hash it was verified against.
-        var verified: [String: String] = [:]
+        /// sha256(Authorization value) → the user and the hash the password was verified
+        /// against (the entry holds only while the user's stored hash is that one).
+        var verified: [String: (user: String, hash: PasswordHash)] = [:]
     }
 
     private let store: UserStore?
@@ -73,16 +74,20 @@ public final class AccessControl: Sendable {
     public func authenticate(authorization: String?, certificate: TLSCertificate?) -> Result<Identity, RESTError> {
         let users = currentUsers()
         if let authorization {
+            // The cache is keyed by a digest of the whole field, so a repeated request costs
+            // one SHA-256 and no decoding; the password itself is never kept.
+            let key = Self.sha256Hex(Array(authorization.utf8))
+            if let hit = state.withLock({ $0.verified[key] }), users[hit.user]?.password == hit.hash {
+                return .success(.user(hit.user))
+            }
             guard let (name, password) = Self.basicCredentials(authorization) else {
                 return .failure(.unauthorized("only HTTP Basic authentication is supported"))
             }
             guard let user = users[name], let hash = user.password else { return .failure(.unauthorized()) }
-            let key = name + "\u{0}" + Self.sha256Hex(Array(password.utf8))
-            if state.withLock({ $0.verified[key] }) == hash.encoded { return .success(.user(name)) }
             guard hash.matches(password) else { return .failure(.unauthorized()) }
             state.withLock { s in
                 if s.verified.count > 10_000 { s.verified.removeAll() }
-                s.verified[key] = hash.encoded
+                s.verified[key] = (name, hash)
             }
             return .success(.user(name))
         }
@@ -112,12 +117,13 @@ public final class AccessControl: Sendable {
     private func currentUsers() -> [String: UserRecord] {
         guard let store else { return state.withLock { $0.users } }
         let now = ContinuousClock.now
-        let due = state.withLock { s -> Bool in
-            guard now - s.lastCheck >= .seconds(1) else { return false }
+        let (due, users) = state.withLock { s -> (Bool, [String: UserRecord]) in
+            guard now - s.lastCheck >= .seconds(1) else { return (false, s.users) }
             s.lastCheck = now
-            return true
+            return (true, s.users)
         }
-        if due, let modified = Self.modified(store.path), modified != state.withLock({ $0.modified }),
+        guard due else { return users }
+        if let modified = Self.modified(store.path), modified != state.withLock({ $0.modified }),
            let users = try? store.load() {
             state.withLock { s in
                 s.users = users
