@@ -59,6 +59,21 @@ struct RESTCoreTests {
         #expect(revs.object["_revisions"]?.objectValue?["ids"]?.arrayValue?.count == 3)
     }
 
+    @Test func conflictingReplicatedBranchesAreResolvedAsTheyAreStored() async throws {
+        let f = try await DaemonFixture(allowAnonymous: true, databases: ["db"])
+        defer { Task { await f.stop() } }
+        let branches = #"{"new_edits":false,"docs":[{"_id":"c","_rev":"2-aa","_revisions":{"start":2,"ids":["aa","00"]}},{"_id":"c","_rev":"2-bb","_revisions":{"start":2,"ids":["bb","00"]}}]}"#
+        #expect(try await f.request("POST", "/db/_bulk_docs", json: branches).status == 201)
+        // Ferry's rule, the same on every peer: at equal depth the higher revision wins, and
+        // the document is left with one leaf — which `style=all_docs` lists.
+        let doc = try await f.request("GET", "/db/c?conflicts=true")
+        #expect(doc.object["_rev"]?.stringValue == "2-bb")
+        #expect(doc.object["_conflicts"] == nil)
+        let all = try await f.request("GET", "/db/_changes?style=all_docs")
+        let revs = all.object["results"]?.arrayValue?.first?.objectValue?["changes"]?.arrayValue?.compactMap { $0.objectValue?["rev"]?.stringValue }
+        #expect(revs == ["2-bb"])
+    }
+
     @Test func longpollWakesOnAWrite() async throws {
         let f = try await DaemonFixture(allowAnonymous: true, databases: ["db"])
         defer { Task { await f.stop() } }

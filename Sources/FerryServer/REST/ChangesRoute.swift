@@ -3,8 +3,8 @@ import Foundation
 
 /// `GET|POST /{db}/_changes` (Protocol/rest.md, "Changes feed"): `feed=normal`, `longpoll`,
 /// `continuous` (one JSON line per change) and `eventsource` (Server-Sent Events), with
-/// `since` (a sequence or `now`), `limit`, `include_docs`, `heartbeat`, `timeout`, and the
-/// `_doc_ids` filter (`doc_ids` in the query or body).
+/// `since` (a sequence or `now`), `limit`, `include_docs`, `heartbeat`, `timeout`,
+/// `style=all_docs`, and the `_doc_ids` filter (`doc_ids` in the query or body).
 extension RESTRouter {
     /// The parsed parameters of one feed.
     struct ChangesQuery: Sendable {
@@ -15,6 +15,9 @@ extension RESTRouter {
         var heartbeat: Double?
         var timeout: Double?
         var docIDs: Set<String>?
+        /// `style=all_docs`: every leaf revision, not only the current one (what CouchDB's
+        /// replicator asks for, so branches replicate).
+        var allLeaves = false
     }
 
     func changes(_ c: Context) async throws(RESTError) -> RESTResponse {
@@ -74,6 +77,7 @@ extension RESTRouter {
         q.timeout = try number("timeout").map { $0 / 1000 }
         if params["heartbeat"] == "true" { q.heartbeat = 60 }
         q.includeDocs = params["include_docs"] == "true"
+        q.allLeaves = params["style"] == "all_docs"
         if let filter = params["filter"] {
             guard filter == "_doc_ids" else { throw .badRequest("unknown filter \(filter.debugDescription); Ferry knows _doc_ids") }
             var ids = bodyIDs
@@ -114,10 +118,16 @@ extension RESTRouter {
 
     static func changeRow(_ db: Database, _ change: Change, _ q: ChangesQuery) throws(StoreError) -> JSONValue? {
         if let ids = q.docIDs, !ids.contains(change.documentID) { return nil }
+        var revs = [change.revisionID]
+        // Every leaf, deleted and closed ones too (CouchDB lists deleted leaves): a conflict
+        // Ferry resolved is a closed branch, and a CouchDB-protocol copy keeps it.
+        if q.allLeaves, let tree = try db.revisionTree(of: change.documentID) {
+            revs += tree.leaves.map(\.revisionID).filter { $0 != change.revisionID }.sorted(by: >)
+        }
         var o: [String: JSONValue] = [
             "seq": .string(String(change.sequence)),
             "id": .string(change.documentID),
-            "changes": .array([.object(["rev": .string(change.revisionID.description)])]),
+            "changes": .array(revs.map { .object(["rev": .string($0.description)]) }),
         ]
         if change.isDeleted { o["deleted"] = true }
         if q.includeDocs {
