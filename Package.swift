@@ -24,6 +24,14 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // The daemon's /_metrics: swift-metrics is the server ecosystem's metrics API, and
+        // swift-prometheus its Prometheus backend (text exposition format).
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // `ferry serve`: start-up and graceful shutdown on SIGTERM/SIGINT (ServiceGroup), and
+        // its --config file (FileProvider with JSON).
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
         // The DocC catalogs (Sources/*/*.docc): `swift package generate-documentation`; scripts/test builds them.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -66,11 +74,16 @@ let package = Package(
         // passwords; REST, access control and metrics come here.
         .target(name: "FerryServer",
                 dependencies: ["FerrySync", "FerryStore", "FerryHTTP", "FerryWebSocket", "FerryNet", "COpenSSL",
-                               .product(name: "Logging", package: "swift-log")]),
+                               .product(name: "Logging", package: "swift-log"),
+                               .product(name: "CoreMetrics", package: "swift-metrics"),
+                               .product(name: "Prometheus", package: "swift-prometheus")]),
         // The peer process: serve, sync, put/get/delete/ls.
         .executableTarget(name: "ferry",
                           dependencies: ["FerryServer", "FerrySync", "FerryStore", "FerryNet", "CJemalloc",
-                                         .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+                                         .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                                         .product(name: "Logging", package: "swift-log"),
+                                         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                                         .product(name: "Configuration", package: "swift-configuration")]),
         // The cluster harness's library client (Tests/Cluster): Ferry embedded, writes from stdin.
         .executableTarget(name: "ferry-cluster-client",
                           dependencies: ["FerrySync", "FerryStore",

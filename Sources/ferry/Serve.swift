@@ -4,6 +4,8 @@ import FerryServer
 import FerryStore
 import FerrySync
 import Foundation
+import Logging
+import ServiceLifecycle
 import Synchronization
 
 /// `ferry serve`: serves one database file (`--db`) or every database of a data directory
@@ -42,45 +44,92 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup(title: "TLS (serving)") var serverTLS: ServerTLSOptions
     @OptionGroup(title: "TLS (peers given with --replicate)") var clientTLS: ClientTLSOptions
 
+    @Option(help: ArgumentHelp("Read settings from this JSON file (keys: docs/daemon.md); flags given here override it.",
+                               valueName: "file"))
+    var config: String?
+    @Option(help: ArgumentHelp("Log lines as text or as JSON objects (one per line), on standard error.", valueName: "format"))
+    var logFormat = "text"
+    @Option(help: ArgumentHelp("The least severe level logged: trace, debug, info, notice, warning, error or critical.", valueName: "level"))
+    var logLevel = "info"
+
     func validate() throws {
         if (user == nil) != (password == nil) { throw ValidationError("--user and --password go together") }
-        if Role(name: anonymousRole) == nil { throw ValidationError("--anonymous-role is reader, writer or admin") }
-        if data != nil && name != nil { throw ValidationError("--name names the one --db file; with --data the file names are the database names") }
-        if data != nil { for p in peers where Self.splitNamed(p) == nil { throw ValidationError("with --data, --replicate takes NAME=URL") } }
-        if heartbeat < 0 { throw ValidationError("--heartbeat must be 0 (off) or positive") }
-        if retryMaxWait < 1 { throw ValidationError("--retry-max-wait must be at least 1 second") }
+        if config == nil { try settings(file: nil).validate() }
+    }
+
+    /// The defaults, then the config file, then the flags: without a config file every flag
+    /// (given or default) applies; with one, only the flags given on the command line.
+    private func settings(file: ServeSettings?) -> ServeSettings {
+        var s = file ?? ServeSettings()
+        let all = file == nil
+        func take(_ flag: String) -> Bool { all || ServeSettings.given(flag) }
+        if take("--host") { s.host = host }
+        if take("--port") { s.port = port }
+        if take("--db") { s.db = database.db }
+        if let data { s.data = data }
+        if let name { s.name = name }
+        if let users { s.users = users }
+        if allowAnonymous { s.allowAnonymous = true }
+        if take("--anonymous-role") { s.anonymousRole = anonymousRole }
+        if !peers.isEmpty { s.replicate = peers }
+        if take("--heartbeat") { s.heartbeat = heartbeat }
+        if take("--retry-max-wait") { s.retryMaxWait = retryMaxWait }
+        if let c = serverTLS.tlsCert { s.tlsCert = c }
+        if let k = serverTLS.tlsKey { s.tlsKey = k }
+        if let ca = serverTLS.clientCa { s.clientCA = ca }
+        if take("--log-format") { s.logFormat = logFormat }
+        if take("--log-level") { s.logLevel = logLevel }
+        return s
     }
 
     func run() async throws {
         signal(SIGPIPE, SIG_IGN)
+        var fromFile: ServeSettings?
+        if let config {
+            var f = ServeSettings()
+            try await f.apply(file: config)
+            fromFile = f
+        }
+        let settings = settings(file: fromFile)
+        try settings.validate()
+        let level = Logger.Level(rawValue: settings.logLevel) ?? .info
+        let json = settings.logFormat == "json"
+        LoggingSystem.bootstrap { label in
+            if json { return JSONLogHandler(label: label, level: level) }
+            var h = StreamLogHandler.standardError(label: label)
+            h.logLevel = level
+            return h
+        }
+        let logger = Logger(label: "ferry.serve")
+
         let location: DatabaseRegistry.Location
-        if let data {
+        if let data = settings.data {
             location = .directory(data)
         } else {
-            location = .single(name: name ?? URL(fileURLWithPath: database.db).deletingPathExtension().lastPathComponent,
-                               path: database.db)
+            location = .single(name: settings.name ?? URL(fileURLWithPath: settings.db).deletingPathExtension().lastPathComponent,
+                               path: settings.db)
         }
         var policy = AccessControl.Policy()
-        policy.allowAnonymous = allowAnonymous
-        policy.anonymousRole = Role(name: anonymousRole) ?? .writer
+        policy.allowAnonymous = settings.allowAnonymous
+        policy.anonymousRole = Role(name: settings.anonymousRole) ?? .writer
         let access: AccessControl
         if let user, let password {
             access = AccessControl(users: [UserRecord(name: user, password: try PasswordHash(password: password, iterations: 10_000),
                                                       roles: ["*": .admin])], policy: policy)
-        } else if let file = users ?? data.map({ UserStore(dataDirectory: $0).path }) {
+        } else if let file = settings.users ?? settings.data.map({ UserStore(dataDirectory: $0).path }) {
             access = try AccessControl(store: UserStore(path: file), policy: policy)
         } else {
             access = AccessControl(users: [], policy: policy)
         }
         var config = FerryDaemon.Configuration(location: location)
-        config.host = host
-        config.port = port
-        config.tls = serverTLS.configuration
-        config.heartbeat = heartbeat
+        config.host = settings.host
+        config.port = settings.port
+        config.tls = settings.tls
+        config.heartbeat = settings.heartbeat
         config.databaseOptions.watchExternalWrites = true
         config.version = Ferry.version
-        let daemon = try await FerryDaemon.start(config, access: access)
-        warnAboutAccess(access)
+        let daemon = try await FerryDaemon.start(config, access: access, logger: Logger(label: "ferry.daemon"))
+        warnAboutAccess(access, settings)
         let names = daemon.registry.names
         switch location {
         case .single(let name, let path):
@@ -90,42 +139,48 @@ struct Serve: AsyncParsableCommand {
         }
         fflush(nil)
 
-        var supervisors: [Task<Void, Never>] = []
-        for spec in peers {
+        // Services start in order and stop in reverse: on SIGTERM or SIGINT the replications
+        // stop first (each saves its checkpoint), then the daemon closes its clients (1001)
+        // and databases.
+        var services: [any Service] = [DaemonService(daemon: daemon)]
+        for spec in settings.replicate {
             let dbName: String
             let url: String
-            if data != nil, let (n, u) = Self.splitNamed(spec) { (dbName, url) = (n, u) } else { (dbName, url) = (names.first ?? "", spec) }
+            if settings.data != nil, let (n, u) = Self.splitNamed(spec) { (dbName, url) = (n, u) } else { (dbName, url) = (names.first ?? "", spec) }
             guard let db = daemon.registry.database(dbName) else {
                 warn("ferry: --replicate \(Sync.redacted(spec)): no database \(dbName) is served; skipped")
                 continue
             }
             var c = ReplicatorConfiguration(database: db, target: url)
             c.continuous = true
-            c.heartbeat = heartbeat
-            c.maxAttemptWaitTime = retryMaxWait
+            c.heartbeat = settings.heartbeat
+            c.maxAttemptWaitTime = settings.retryMaxWait
             c.tls = clientTLS.configuration
             if let (plain, auth) = Sync.splitCredentials(url) {
                 c.target = plain
                 c.authenticator = auth
             }
-            supervisors.append(Task { [c] in await Self.keepReplicating(c, name: Sync.redacted(url)) })
+            let link = daemon.replications.link(target: Sync.redacted(url), database: dbName)
+            services.append(ReplicationService(configuration: c, name: Sync.redacted(url), link: link))
         }
-        await waitForTerminationSignal()
-        for s in supervisors { s.cancel() }
-        for s in supervisors { await s.value }
-        await daemon.stop()
+        var group = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        // Past this, whatever has not stopped is cancelled, so the process exits well within
+        // the 10 s an orchestrator gives before SIGKILL.
+        group.maximumGracefulShutdownDuration = .seconds(8)
+        try await ServiceGroup(configuration: group).run()
         print("ferry: stopped")
     }
 
     /// Says, on standard error, when access is wide open or closed to everyone.
-    private func warnAboutAccess(_ access: AccessControl) {
+    private func warnAboutAccess(_ access: AccessControl, _ settings: ServeSettings) {
+        let (host, allowAnonymous, anonymousRole) = (settings.host, settings.allowAnonymous, settings.anonymousRole)
         let loopback = host == "127.0.0.1" || host == "::1" || host == "localhost"
         if !access.hasUsers && !allowAnonymous {
             warn("ferry: no users and anonymous access is off: every request will be refused (401). Add one with `ferry user add`, or pass --allow-anonymous.")
         }
-        if allowAnonymous && !loopback && serverTLS.configuration == nil {
+        if allowAnonymous && !loopback && settings.tls == nil {
             warn("ferry: WARNING: listening on \(host) without TLS and with anonymous access (\(anonymousRole)): anyone who can reach this address can \(anonymousRole == "reader" ? "read" : "read and write") every database. Add users (`ferry user add`) and drop --allow-anonymous, or use --tls-cert.")
-        } else if !loopback && serverTLS.configuration == nil {
+        } else if !loopback && settings.tls == nil {
             warn("ferry: WARNING: listening on \(host) without TLS: passwords and documents cross the network in clear text. Use --tls-cert/--tls-key.")
         }
     }
@@ -144,9 +199,10 @@ struct Serve: AsyncParsableCommand {
     /// Runs a continuous replication until cancelled: says when the peer becomes unreachable
     /// and reachable again (once each, not at every retry), and starts it again after
     /// `restartDelay` if it stops on an error that retrying does not cure (401, a protocol error).
-    static func keepReplicating(_ configuration: ReplicatorConfiguration, name: String) async {
+    static func keepReplicating(_ configuration: ReplicatorConfiguration, name: String, link: ReplicationLink? = nil) async {
         while !Task.isCancelled {
             let r = Replicator(configuration: configuration)
+            link?.attach(r)
             let offline = Mutex(false)
             r.addStatusListener { s in
                 switch s.activity {
@@ -169,5 +225,30 @@ struct Serve: AsyncParsableCommand {
             warn("ferry: replication with \(name) stopped: \(error.map { "\($0)" } ?? "no error"); starting again in \(restartDelay)")
             try? await Task.sleep(for: restartDelay)
         }
+    }
+}
+
+/// The daemon as a service of the `ServiceGroup`: it is already serving when the group starts
+/// (so a bad port fails before anything runs); on graceful shutdown it stops.
+struct DaemonService: Service {
+    let daemon: FerryDaemon
+
+    func run() async throws {
+        // Cancellation (a second signal, or the shutdown deadline) ends the wait too.
+        try? await gracefulShutdown()
+        await daemon.stop()
+    }
+}
+
+/// One `--replicate` peer as a service: replicates until graceful shutdown, which cancels the
+/// supervisor, which stops the replicator (saving its checkpoint).
+struct ReplicationService: Service {
+    let configuration: ReplicatorConfiguration
+    let name: String
+    let link: ReplicationLink
+
+    func run() async throws {
+        let (configuration, name, link) = (configuration, name, link)
+        await cancelWhenGracefulShutdown { await Serve.keepReplicating(configuration, name: name, link: link) }
     }
 }

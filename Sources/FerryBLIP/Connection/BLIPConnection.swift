@@ -297,10 +297,10 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
         if !blockedWriters.isEmpty { resumeDrainedWriters() }
     }
 
-    /// Closes the connection (WebSocket 1000) and waits until it is closed. Pending requests
-    /// fail with `.disconnected`.
-    public func close() async {
-        onLoop { $0.ws?.close(code: .normalClosure, reason: "") }
+    /// Closes the connection (WebSocket 1000 by default; a server shutting down says 1001,
+    /// "going away") and waits until it is closed. Pending requests fail with `.disconnected`.
+    public func close(code: CloseCode = .normalClosure, reason: String = "") async {
+        onLoop { $0.ws?.close(code: code, reason: reason) }
         _ = await closed()
     }
 

@@ -43,6 +43,13 @@ public final class FerryDaemon: Sendable {
     public let access: AccessControl
     /// The REST API.
     public let router: RESTRouter
+    /// The replications this daemon runs itself (`ferry serve --replicate`): register them
+    /// here for `/_up` and `/_metrics`.
+    public let replications: ReplicationRegistry
+    /// The metrics `/_metrics` renders.
+    public let metrics: DaemonMetrics
+    /// The open REST connections and their byte counts.
+    public let httpConnections: HTTPConnectionTracker
     private let listener: SyncListener
 
     /// The port bound.
@@ -56,22 +63,33 @@ public final class FerryDaemon: Sendable {
     /// The replication URL of database `name` (without `/_blipsync`).
     public func replicationURL(for name: String) -> String { listener.url(for: PercentDecoding.encodeSegment(name)) }
 
-    private init(registry: DatabaseRegistry, access: AccessControl, router: RESTRouter, listener: SyncListener) {
+    private init(registry: DatabaseRegistry, access: AccessControl, router: RESTRouter, replications: ReplicationRegistry,
+                 metrics: DaemonMetrics, httpConnections: HTTPConnectionTracker, listener: SyncListener) {
         self.registry = registry
         self.access = access
         self.router = router
+        self.replications = replications
+        self.metrics = metrics
+        self.httpConnections = httpConnections
         self.listener = listener
     }
 
-    /// Opens the databases and starts serving.
+    /// Opens the databases and starts serving. `GET /_up` and `GET /_metrics` are answered
+    /// first (docs/daemon.md), then `hooks`, then the REST API.
     public static func start(_ configuration: Configuration, access: AccessControl,
                              hooks: [@Sendable (RESTRequest, RESTRouter) async -> RESTResponse?] = [],
                              group: EventLoopGroup = .shared,
                              logger: Logger = Logger(label: "ferry.daemon")) async throws -> FerryDaemon {
         let registry = try DatabaseRegistry(location: configuration.location, options: configuration.databaseOptions)
-        let router = RESTRouter(registry: registry, access: access, serverID: try serverID(configuration.location, registry),
-                                version: configuration.version, hooks: hooks, logger: logger)
         let box = Mutex<SyncListener?>(nil)
+        let replications = ReplicationRegistry()
+        let metrics = DaemonMetrics()
+        let tracker = HTTPConnectionTracker()
+        let sources = DaemonMetrics.Sources(registry: registry, replications: replications, http: tracker,
+                                            listener: { box.withLock { $0 } })
+        let router = RESTRouter(registry: registry, access: access, serverID: try serverID(configuration.location, registry),
+                                version: configuration.version,
+                                hooks: [OperationsRoutes.hook(metrics: metrics, sources: sources)] + hooks, logger: logger)
         var sync = SyncListener.Configuration()
         sync.host = configuration.host
         sync.port = configuration.port
@@ -93,8 +111,14 @@ public final class FerryDaemon: Sendable {
         let timeouts = HTTPServerConnection.Timeouts(idle: configuration.idleTimeout, request: configuration.requestTimeout)
         sync.plainHTTP = { handoff in
             let connection = HTTPServerConnection(
-                handoff: handoff, limits: limits, timeouts: timeouts, logger: logger,
-                respond: { await router.respond($0) },
+                handoff: handoff, limits: limits, timeouts: timeouts, logger: logger, tracker: tracker,
+                respond: { request in
+                    // Counted here, around the whole router, so every route is counted
+                    // without the routes knowing.
+                    let response = await router.respond(request)
+                    metrics.countRequest(request, status: response.status)
+                    return response
+                },
                 upgrader: { handoff, bytes in
                     if let l = box.withLock({ $0 }) { l.upgrade(handoff, bytes: bytes) } else { handoff.tcp.close() }
                 })
@@ -102,7 +126,8 @@ public final class FerryDaemon: Sendable {
         }
         let listener = try await SyncListener.start(resolving: { registry.database($0) }, configuration: sync, group: group, logger: logger)
         box.withLock { $0 = listener }
-        return FerryDaemon(registry: registry, access: access, router: router, listener: listener)
+        return FerryDaemon(registry: registry, access: access, router: router, replications: replications,
+                           metrics: metrics, httpConnections: tracker, listener: listener)
     }
 
     /// Clients connected over BLIP now.
@@ -111,9 +136,11 @@ public final class FerryDaemon: Sendable {
     /// What the listener's replication clients did since start.
     public var replicationStatistics: SyncListener.Statistics { listener.statistics }
 
-    /// Stops accepting, closes every replication client (WebSocket close 1001) and closes the databases.
+    /// Stops accepting, closes every replication client (WebSocket close 1001, "going away")
+    /// and every REST connection, then closes the databases.
     public func stop() async {
         await listener.stop()
+        httpConnections.closeAll()
         registry.closeAll()
     }
 

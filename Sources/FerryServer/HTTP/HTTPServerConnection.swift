@@ -29,6 +29,7 @@ final class HTTPServerConnection: ConnectionHandler {
     private let timeouts: Timeouts
     private let logger: Logger
     private let peerCertificate: TLSCertificate?
+    private let tracker: HTTPConnectionTracker?
 
     /// The request being read.
     private var head: FerryHTTP.HTTPRequestHead?
@@ -48,7 +49,7 @@ final class HTTPServerConnection: ConnectionHandler {
     private var closed = false
 
     init(handoff: HandedOffConnection, limits: HTTPLimits, timeouts: Timeouts, logger: Logger,
-         respond: @escaping Responder, upgrader: @escaping Upgrader) {
+         tracker: HTTPConnectionTracker? = nil, respond: @escaping Responder, upgrader: @escaping Upgrader) {
         self.handoff = handoff
         decoder = HTTPRequestDecoder(limits: limits)
         self.respond = respond
@@ -56,11 +57,17 @@ final class HTTPServerConnection: ConnectionHandler {
         self.timeouts = timeouts
         self.logger = logger
         peerCertificate = handoff.tcp.tlsSession?.peerCertificate
+        self.tracker = tracker
     }
 
     /// Takes over the connection and reads what the listener already read.
     func start() {
         tcp.replaceHandler(self)
+        if let tracker {
+            let me = UncheckedTransfer(self)  // Confinement: unboxed only on the loop.
+            let loop = tcp.loop
+            tracker.opened(ObjectIdentifier(self)) { loop.execute { me.value.shutDown() } }
+        }
         var bytes = handoff.bytes
         bytes.withUnsafeMutableBytes { connectionRead(tcp, $0) }
         armTimer()
@@ -85,6 +92,7 @@ final class HTTPServerConnection: ConnectionHandler {
     }
 
     func connectionRead(_ tcp: TCPConnection, _ bytes: UnsafeMutableRawBufferPointer) {
+        tracker?.read(bytes.count)
         guard !stopReading else { return }
         activity &+= 1
         let events: [HTTPRequestDecoder.Event]
@@ -108,7 +116,7 @@ final class HTTPServerConnection: ConnectionHandler {
                 }
                 head = h
                 body = []
-                if h.expectsContinue { tcp.write(HTTPResponseEncoder.continueResponse) }
+                if h.expectsContinue { send(HTTPResponseEncoder.continueResponse) }
             case .body(let piece):
                 body += piece
             case .end:
@@ -158,10 +166,10 @@ final class HTTPServerConnection: ConnectionHandler {
             let head = HTTPResponseHead(status: response.status, headers: headers)
             switch response.body {
             case .bytes(let bytes):
-                tcp.write(HTTPResponseEncoder.encode(head, body: bytes, head: method == "HEAD"))
+                send(HTTPResponseEncoder.encode(head, body: bytes, head: method == "HEAD"))
                 if !keepAlive { tcp.close(); closed = true; return }
             case .stream(let pieces):
-                tcp.write(HTTPResponseEncoder.encodeChunkedHead(head))
+                send(HTTPResponseEncoder.encodeChunkedHead(head))
                 let me = UncheckedTransfer(self)  // Confinement: unboxed only on the loop.
                 let loop = tcp.loop
                 streaming = Task {
@@ -177,19 +185,34 @@ final class HTTPServerConnection: ConnectionHandler {
             pendingUpgrade = nil
             if let t = timer { tcp.loop.cancel(t); timer = nil }
             closed = true
+            tracker?.left(ObjectIdentifier(self))
             upgrader(handoff, bytes)
         }
     }
 
+    /// Writes and counts.
+    private func send(_ bytes: [UInt8]) {
+        tracker?.wrote(bytes.count)
+        tcp.write(bytes)
+    }
+
+    /// The daemon is stopping: no more requests; the connection closes now, whatever it was
+    /// doing (a feed that never ends would otherwise keep it).
+    private func shutDown() {
+        guard !closed else { return }
+        stopReading = true
+        tcp.close()
+    }
+
     private func writeChunk(_ piece: [UInt8]) {
         guard !closed else { return }
-        tcp.write(HTTPResponseEncoder.chunk(piece))
+        send(HTTPResponseEncoder.chunk(piece))
     }
 
     private func endStream(keepAlive: Bool) {
         guard !closed else { return }
         streaming = nil
-        tcp.write(HTTPResponseEncoder.lastChunk)
+        send(HTTPResponseEncoder.lastChunk)
         if !keepAlive { tcp.close(); closed = true; return }
         writeReady()
     }
@@ -224,6 +247,7 @@ final class HTTPServerConnection: ConnectionHandler {
 
     func connectionClosed(_ connection: TCPConnection, error: NetError?) {
         closed = true
+        tracker?.left(ObjectIdentifier(self))
         streaming?.cancel()
         streaming = nil
         finished = [:]

@@ -216,10 +216,14 @@ public final class SyncListener: Sendable {
     /// Clients connected now.
     public var connectionCount: Int { shared.peers.withLock { $0.count } }
 
-    /// Stops accepting and closes every client connection.
+    /// Stops accepting and closes every client connection with WebSocket 1001 ("going
+    /// away"), which tells a client the server is leaving, not that it refused the client:
+    /// a replicator retries later.
     public func stop() async {
         await listener.close()
         let all = shared.peers.withLock { Array($0.values) }
-        for c in all { await c.close() }
+        await withTaskGroup(of: Void.self) { g in
+            for c in all { g.addTask { await c.close(code: .goingAway, reason: "server shutting down") } }
+        }
     }
 }

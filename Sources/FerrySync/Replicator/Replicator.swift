@@ -72,6 +72,16 @@ public final class Replicator: Sendable {
     /// Stops calling a listener.
     public func removeStatusListener(_ token: Int) { statusBroadcaster.removeCallback(token) }
 
+    /// Calls `listener` on every document event, synchronously as it happens (a stream's
+    /// consumer may lag; a counter must not); returns a token for `removeDocumentListener`.
+    @discardableResult
+    public func addDocumentListener(_ listener: @escaping @Sendable (DocumentEvent) -> Void) -> Int {
+        eventBroadcaster.addCallback(listener)
+    }
+
+    /// Stops calling a document listener.
+    public func removeDocumentListener(_ token: Int) { eventBroadcaster.removeCallback(token) }
+
     /// Documents with local changes not yet pushed (push replications; empty for pull-only).
     public func pendingDocumentIDs() throws(ReplicationError) -> Set<String> {
         guard configuration.type != .pull else { return [] }

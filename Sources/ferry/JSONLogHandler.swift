@@ -1,0 +1,77 @@
+import FerryStore
+import Foundation
+import Logging
+
+/// A swift-log handler that writes one JSON object per line to standard error
+/// (`ferry serve --log-format json`): `{"ts":…,"level":…,"label":…,"msg":…, metadata…}`, for
+/// log collectors that parse lines rather than read prose. Keys come in that order, then the
+/// metadata's in sorted order; a metadata key that would shadow one of the four is prefixed
+/// with `meta.`.
+struct JSONLogHandler: LogHandler {
+    let label: String
+    var logLevel: Logger.Level = .info
+    var metadata: Logger.Metadata = [:]
+    var metadataProvider: Logger.MetadataProvider?
+
+    /// Lines from every logger go through one lock, so that two threads' lines never interleave.
+    private static let output = NSLock()
+    private static let reserved: Set<String> = ["ts", "level", "label", "msg"]
+
+    init(label: String, level: Logger.Level) {
+        self.label = label
+        logLevel = level
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        var all = metadata
+        if let provided = metadataProvider?.get() { all.merge(provided) { _, new in new } }
+        if let m = event.metadata { all.merge(m) { _, new in new } }
+        var line = Array(#"{"ts":"#.utf8)
+        line += CanonicalJSON.encode(.string(Self.timestamp()))
+        line += Array(#","level":"#.utf8) + CanonicalJSON.encode(.string(event.level.rawValue))
+        line += Array(#","label":"#.utf8) + CanonicalJSON.encode(.string(label))
+        line += Array(#","msg":"#.utf8) + CanonicalJSON.encode(.string(event.message.description))
+        for key in all.keys.sorted() {
+            guard let value = all[key] else { continue }
+            let name = Self.reserved.contains(key) ? "meta." + key : key
+            line += Array(",".utf8) + CanonicalJSON.encode(.string(name)) + Array(":".utf8) + CanonicalJSON.encode(Self.json(value))
+        }
+        line += Array("}\n".utf8)
+        Self.output.lock()
+        defer { Self.output.unlock() }
+        line.withUnsafeBytes { b in
+            guard let base = b.baseAddress else { return }
+            var off = 0
+            while off < b.count {
+                let n = write(2, base + off, b.count - off)
+                if n <= 0 { break }
+                off += n
+            }
+        }
+    }
+
+    private static func json(_ v: Logger.Metadata.Value) -> JSONValue {
+        switch v {
+        case .string(let s): return .string(s)
+        case .stringConvertible(let c): return .string(c.description)
+        case .array(let a): return .array(a.map(json))
+        case .dictionary(let d): return .object(d.mapValues(json))
+        }
+    }
+
+    /// RFC 3339 in UTC with milliseconds.
+    private static func timestamp() -> String {
+        var tv = timeval()
+        gettimeofday(&tv, nil)
+        var t = tv.tv_sec
+        var tm = tm()
+        gmtime_r(&t, &tm)
+        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                      tm.tm_hour, tm.tm_min, tm.tm_sec, Int(tv.tv_usec / 1000))
+    }
+}

@@ -1,0 +1,118 @@
+import ArgumentParser
+import Configuration
+import FerryNet
+import FerryServer
+import FerryStore
+import Foundation
+import Logging
+import SystemPackage
+
+/// What `ferry serve` runs with: the defaults, then the `--config` file's keys, then the
+/// flags given on the command line (docs/daemon.md, "Config file").
+struct ServeSettings {
+    var host = "127.0.0.1"
+    var port = 4984
+    var data: String?
+    var db = "ferry.db"
+    var name: String?
+    var users: String?
+    var allowAnonymous = false
+    var anonymousRole = "writer"
+    var heartbeat: Double = 30
+    var retryMaxWait: Double = 5
+    var tlsCert: String?
+    var tlsKey: String?
+    var clientCA: String?
+    var replicate: [String] = []
+    var logFormat = "text"
+    var logLevel = "info"
+
+    /// The keys a config file may have; any other is refused (a typo would otherwise be
+    /// silently ignored, and the daemon run with a default the operator meant to change).
+    static let fileKeys: Set<String> = ["host", "port", "data", "db", "name", "users", "allow-anonymous", "anonymous-role",
+                                        "heartbeat", "retry-max-wait", "tls", "replicate", "log-format", "log-level"]
+    static let tlsKeys: Set<String> = ["cert", "key", "client-ca"]
+
+    /// Applies a JSON config file, read with swift-configuration's `FileProvider`.
+    mutating func apply(file path: String) async throws {
+        guard let bytes = FileManager.default.contents(atPath: path) else { throw ValidationError("--config \(path): cannot read the file") }
+        let top: [String: JSONValue]
+        do { top = try JSONParser.parseObject(Array(bytes), sizeLimit: bytes.count + 1) } catch {
+            throw ValidationError("--config \(path): not a JSON object: \(error)")
+        }
+        for key in top.keys where !Self.fileKeys.contains(key) {
+            throw ValidationError("--config \(path): unknown key \(key.debugDescription) (known: \(Self.fileKeys.sorted().joined(separator: ", ")))")
+        }
+        if let tls = top["tls"] {
+            guard let o = tls.objectValue else { throw ValidationError("--config \(path): \"tls\" must be an object") }
+            for key in o.keys where !Self.tlsKeys.contains(key) {
+                throw ValidationError("--config \(path): unknown key \"tls.\(key)\" (known: cert, key, client-ca)")
+            }
+        }
+        let config: ConfigReader
+        do {
+            config = ConfigReader(provider: try await FileProvider<JSONSnapshot>(filePath: FilePath(path)))
+        } catch {
+            throw ValidationError("--config \(path): \(error)")
+        }
+        // The reader answers nil for a value of the wrong type; say so instead of ignoring it.
+        for (key, value) in top {
+            let ok: Bool
+            switch (key, value) {
+            case ("port", .int), ("heartbeat", .int), ("heartbeat", .double), ("retry-max-wait", .int), ("retry-max-wait", .double),
+                 ("allow-anonymous", .bool), ("tls", .object): ok = true
+            case ("replicate", .array(let a)): ok = a.allSatisfy { if case .string = $0 { true } else { false } }
+            case ("port", _), ("heartbeat", _), ("retry-max-wait", _), ("allow-anonymous", _), ("replicate", _), ("tls", _): ok = false
+            case (_, .string): ok = true
+            default: ok = false
+            }
+            if !ok { throw ValidationError("--config \(path): \(key.debugDescription) has the wrong type") }
+        }
+        host = config.string(forKey: "host") ?? host
+        port = config.int(forKey: "port") ?? port
+        data = config.string(forKey: "data") ?? data
+        db = config.string(forKey: "db") ?? db
+        name = config.string(forKey: "name") ?? name
+        users = config.string(forKey: "users") ?? users
+        allowAnonymous = config.bool(forKey: "allow-anonymous") ?? allowAnonymous
+        anonymousRole = config.string(forKey: "anonymous-role") ?? anonymousRole
+        heartbeat = config.double(forKey: "heartbeat") ?? heartbeat
+        retryMaxWait = config.double(forKey: "retry-max-wait") ?? retryMaxWait
+        tlsCert = config.string(forKey: "tls.cert") ?? tlsCert
+        tlsKey = config.string(forKey: "tls.key") ?? tlsKey
+        clientCA = config.string(forKey: "tls.client-ca") ?? clientCA
+        replicate = config.stringArray(forKey: "replicate") ?? replicate
+        logFormat = config.string(forKey: "log-format") ?? logFormat
+        logLevel = config.string(forKey: "log-level") ?? logLevel
+    }
+
+    /// Checks the merged settings (a file's values need the same checks as flags).
+    func validate() throws {
+        if Role(name: anonymousRole) == nil { throw ValidationError("anonymous-role is reader, writer or admin") }
+        if data != nil && name != nil { throw ValidationError("--name names the one --db file; with --data the file names are the database names") }
+        if data != nil { for p in replicate where Serve.splitNamed(p) == nil { throw ValidationError("with --data, --replicate takes NAME=URL") } }
+        if heartbeat < 0 { throw ValidationError("--heartbeat must be 0 (off) or positive") }
+        if retryMaxWait < 1 { throw ValidationError("--retry-max-wait must be at least 1 second") }
+        if !(0...65535).contains(port) { throw ValidationError("--port must be 0…65535") }
+        if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
+        if clientCA != nil && tlsCert == nil { throw ValidationError("--client-ca needs --tls-cert and --tls-key") }
+        if logFormat != "text" && logFormat != "json" { throw ValidationError("--log-format is text or json") }
+        if Logger.Level(rawValue: logLevel) == nil {
+            throw ValidationError("--log-level is one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+    }
+
+    /// The listener's TLS settings, or nil for plain ws://.
+    var tls: TLSServerConfiguration? {
+        guard let tlsCert, let tlsKey else { return nil }
+        var c = TLSServerConfiguration(certificateChain: .file(tlsCert), privateKey: .file(tlsKey))
+        if let clientCA { c.clientAuthentication = .required(trusting: .file(clientCA)) }
+        return c
+    }
+
+    /// Whether a long option was given on the command line (`--name V` or `--name=V`): only
+    /// those override the config file, so a file's value is not undone by a flag's default.
+    static func given(_ option: String, in arguments: [String] = CommandLine.arguments) -> Bool {
+        arguments.contains { $0 == option || $0.hasPrefix(option + "=") }
+    }
+}
