@@ -74,6 +74,21 @@ struct RESTCoreTests {
         #expect(revs == ["2-bb"])
     }
 
+    @Test func changesWithANamedFilterAndDocIDs() async throws {
+        let f = try await DaemonFixture(allowAnonymous: true, databases: ["db"])
+        defer { Task { await f.stop() } }
+        f.daemon.router.registerPullFilter("byType") { doc, _, params in doc["type"]?.stringValue == params["type"] }
+        let docs = #"{"docs":[{"_id":"a","type":"task"},{"_id":"b","type":"note"},{"_id":"c","type":"task"}]}"#
+        #expect(try await f.request("POST", "/db/_bulk_docs", json: docs).status == 201)
+        func ids(_ r: HTTPTestResponse) -> [String] {
+            r.object["results"]?.arrayValue?.compactMap { $0.objectValue?["id"]?.stringValue } ?? []
+        }
+        #expect(ids(try await f.request("GET", "/db/_changes?filter=byType&type=task")) == ["a", "c"])
+        #expect(ids(try await f.request("GET", "/db/_changes?filter=_doc_ids&doc_ids=%5B%22b%22%5D")) == ["b"])
+        #expect(ids(try await f.request("POST", "/db/_changes?filter=_doc_ids", json: #"{"doc_ids":["c"]}"#)) == ["c"])
+        #expect(try await f.request("GET", "/db/_changes?filter=nope").status == 404)
+    }
+
     @Test func longpollWakesOnAWrite() async throws {
         let f = try await DaemonFixture(allowAnonymous: true, databases: ["db"])
         defer { Task { await f.stop() } }

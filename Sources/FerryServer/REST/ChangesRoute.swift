@@ -1,10 +1,12 @@
 import FerryStore
+import FerrySync
 import Foundation
 
 /// `GET|POST /{db}/_changes` (Protocol/rest.md, "Changes feed"): `feed=normal`, `longpoll`,
 /// `continuous` (one JSON line per change) and `eventsource` (Server-Sent Events), with
 /// `since` (a sequence or `now`), `limit`, `include_docs`, `heartbeat`, `timeout`,
-/// `style=all_docs`, and the `_doc_ids` filter (`doc_ids` in the query or body).
+/// `style=all_docs`, the `_doc_ids` filter (`doc_ids` in the query or body) and named filters
+/// registered with `registerPullFilter` (the query's other parameters are theirs).
 extension RESTRouter {
     /// The parsed parameters of one feed.
     struct ChangesQuery: Sendable {
@@ -18,11 +20,22 @@ extension RESTRouter {
         /// `style=all_docs`: every leaf revision, not only the current one (what CouchDB's
         /// replicator asks for, so branches replicate).
         var allLeaves = false
+        /// A named filter and its parameters (the query's other parameters).
+        var filter: PullFilter?
+        var filterParameters: [String: String] = [:]
     }
 
     func changes(_ c: Context) async throws(RESTError) -> RESTResponse {
         try Self.allow(c.request, ["GET", "HEAD", "POST"])
-        let q = try Self.changesQuery(c)
+        var q = try Self.changesQuery(c)
+        if let name = c.request[query: "filter"], name != "_doc_ids" {
+            guard let f = pullFilters.withLock({ $0[name] }) else {
+                throw .notFound("no filter named \(name.debugDescription); registered: \(pullFilters.withLock { $0.keys.sorted() }), and _doc_ids")
+            }
+            q.filter = f
+            let own: Set<String> = ["feed", "since", "limit", "include_docs", "heartbeat", "timeout", "filter", "style", "doc_ids", "descending"]
+            for (k, v) in c.request.query where !own.contains(k) { q.filterParameters[k] = v }
+        }
         switch q.feed {
         case "normal":
             return .json(200, try changesPage(c.db, q).json)
@@ -78,8 +91,7 @@ extension RESTRouter {
         if params["heartbeat"] == "true" { q.heartbeat = 60 }
         q.includeDocs = params["include_docs"] == "true"
         q.allLeaves = params["style"] == "all_docs"
-        if let filter = params["filter"] {
-            guard filter == "_doc_ids" else { throw .badRequest("unknown filter \(filter.debugDescription); Ferry knows _doc_ids") }
+        if params["filter"] == "_doc_ids" {
             var ids = bodyIDs
             if ids == nil, let text = params["doc_ids"] { ids = queryJSON(text).arrayValue }
             guard let ids else { throw .badRequest("filter=_doc_ids needs doc_ids") }
@@ -118,6 +130,10 @@ extension RESTRouter {
 
     static func changeRow(_ db: Database, _ change: Change, _ q: ChangesQuery) throws(StoreError) -> JSONValue? {
         if let ids = q.docIDs, !ids.contains(change.documentID) { return nil }
+        if let filter = q.filter {
+            guard let doc = try db.revision(change.revisionID, of: change.documentID),
+                  filter(doc, change.isDeleted ? .deleted : [], q.filterParameters) else { return nil }
+        }
         var revs = [change.revisionID]
         // Every leaf, deleted and closed ones too (CouchDB lists deleted leaves): a conflict
         // Ferry resolved is a closed branch, and a CouchDB-protocol copy keeps it.

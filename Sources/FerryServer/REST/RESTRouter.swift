@@ -1,6 +1,8 @@
 import FerryStore
+import FerrySync
 import Foundation
 import Logging
+import Synchronization
 
 /// Answers the REST API (Protocol/rest.md): finds the route for a request's method and path,
 /// checks who sent it and what their role allows, and runs the route. Every failure is answered
@@ -19,6 +21,14 @@ public final class RESTRouter: Sendable {
     /// a hook returns nil to let the request through.
     public let hooks: [@Sendable (RESTRequest, RESTRouter) async -> RESTResponse?]
     let logger: Logger
+    /// Named filters for `_changes?filter=NAME` (the same ones BLIP clients select).
+    let pullFilters = Mutex<[String: PullFilter]>([:])
+
+    /// Registers a named filter for `_changes?filter=NAME`; the query's other parameters are
+    /// its parameters.
+    public func registerPullFilter(_ name: String, _ filter: @escaping PullFilter) {
+        pullFilters.withLock { $0[name] = filter }
+    }
 
     /// A router over `registry` guarded by `access`.
     public init(registry: DatabaseRegistry, access: AccessControl, serverID: String, version: String,
