@@ -13,7 +13,8 @@ final class DaemonFixture: Sendable {
     let daemon: FerryDaemon
 
     init(users: [UserRecord] = [], allowAnonymous: Bool = false, anonymousRole: Role = .writer,
-         databases: [String] = [], tls: TLSServerConfiguration? = nil) async throws {
+         databases: [String] = [], tls: TLSServerConfiguration? = nil,
+         configure: (inout FerryDaemon.Configuration) -> Void = { _ in }) async throws {
         var policy = AccessControl.Policy()
         policy.allowAnonymous = allowAnonymous
         policy.anonymousRole = anonymousRole
@@ -23,6 +24,7 @@ final class DaemonFixture: Sendable {
         var config = FerryDaemon.Configuration(location: .directory(dir.path("data")))
         config.port = 0
         config.tls = tls
+        configure(&config)
         daemon = try await FerryDaemon.start(config, access: try AccessControl(store: store, policy: policy))
         for name in databases { _ = try daemon.registry.create(name) }
     }
@@ -75,8 +77,9 @@ enum HTTPTestClient {
         return try parse(raw, method: method)
     }
 
-    /// Writes `request` and reads until the server closes.
-    static func exchange(port: Int, _ request: [UInt8]) async throws -> [UInt8] {
+    /// Writes `request` and reads until the server closes, or until `needle` has arrived, or
+    /// for at most `timeout` seconds (SO_RCVTIMEO: a guard against a hang, not a wait).
+    static func exchange(port: Int, _ request: [UInt8], until needle: [UInt8]? = nil, timeout: Int = 20) async throws -> [UInt8] {
         let result: Result<[UInt8], Failure> = await offPool {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             guard fd >= 0 else { return .failure(Failure(reason: "socket")) }
@@ -87,6 +90,8 @@ enum HTTPTestClient {
             addr.sin_addr.s_addr = inet_addr("127.0.0.1")
             let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
             guard rc == 0 else { return .failure(Failure(reason: "connect errno \(errno)")) }
+            var tv = timeval(tv_sec: timeout, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
             var sent = 0
             while sent < request.count {
                 let n = request.withUnsafeBytes { write(fd, $0.baseAddress! + sent, request.count - sent) }
@@ -99,6 +104,7 @@ enum HTTPTestClient {
                 let n = read(fd, &buf, buf.count)
                 if n <= 0 { break }
                 out += buf[..<n]
+                if let needle, find(out, needle) != nil { break }
             }
             return .success(out)
         }
