@@ -91,6 +91,11 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
     var tlsHandshakeTimer: TimerHandle?
     /// Seconds the handshake may take (the context's `handshakeTimeout`).
     var tlsTimeout = 10.0
+    /// Whether the connection closes by itself once the peer has closed its sending side and
+    /// every queued byte is written (the default). A handler that still owes answers computed
+    /// elsewhere (an HTTP server's to a client that sent its requests and then half-closed,
+    /// RFC 9112 §9.6) sets it to false and closes the connection itself. Loop thread only.
+    public var closesWhenInputEnds = true
     /// True once the connection is closed.
     public private(set) var isClosed = false
     /// The peer's address, when known.
@@ -305,7 +310,7 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         guard !isClosed else { return }
         if !readingPaused { readingPaused = true; loop.reregister(fd: fd, readable: false, writable: wantWritable) }
         handler?.connectionInputClosed(self)
-        if !isClosed { close() }
+        if !isClosed && closesWhenInputEnds { close() }
     }
 
     func flushNow() {

@@ -79,7 +79,8 @@ enum HTTPTestClient {
 
     /// Writes `request` and reads until the server closes, or until `needle` has arrived, or
     /// for at most `timeout` seconds (SO_RCVTIMEO: a guard against a hang, not a wait).
-    static func exchange(port: Int, _ request: [UInt8], until needle: [UInt8]? = nil, timeout: Int = 20) async throws -> [UInt8] {
+    static func exchange(port: Int, _ request: [UInt8], until needle: [UInt8]? = nil, timeout: Int = 20,
+                         halfClose: Bool = false) async throws -> [UInt8] {
         let result: Result<[UInt8], Failure> = await offPool {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             guard fd >= 0 else { return .failure(Failure(reason: "socket")) }
@@ -98,6 +99,7 @@ enum HTTPTestClient {
                 guard n > 0 else { return .failure(Failure(reason: "write")) }
                 sent += n
             }
+            if halfClose { shutdown(fd, Int32(SHUT_WR)) }
             var out: [UInt8] = []
             var buf = [UInt8](repeating: 0, count: 65536)
             while true {

@@ -26,6 +26,16 @@ struct HTTPConnectionTests {
         #expect(raw.contains("Connection: close"))
     }
 
+    @Test func aClientThatClosesItsSendingSideStillGetsEveryAnswer() async throws {
+        let f = try await DaemonFixture(allowAnonymous: true, databases: ["db"])
+        defer { Task { await f.stop() } }
+        // Two requests, then EOF from the client (as `nc -N` does): both answered, then closed.
+        let requests = "PUT /db/h HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}GET /db/h HTTP/1.1\r\nHost: x\r\n\r\n"
+        let raw = Self.text(try await HTTPTestClient.exchange(port: f.daemon.port, Array(requests.utf8), halfClose: true))
+        let statuses = raw.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
+        #expect(statuses == ["201", "200"])
+    }
+
     @Test func chunkedBodyAndExpectContinue() async throws {
         let f = try await DaemonFixture(allowAnonymous: true, databases: ["db"])
         defer { Task { await f.stop() } }
@@ -64,18 +74,13 @@ struct HTTPConnectionTests {
         }
         defer { Task { await f.stop() } }
         // A complete request, then silence: answered, then closed by the server (the read ends).
-        let clock = ContinuousClock()
-        let t0 = clock.now
         let kept = Self.text(try await HTTPTestClient.exchange(port: f.daemon.port, Array("GET / HTTP/1.1\r\nHost: x\r\n\r\n".utf8)))
         #expect(kept.hasPrefix("HTTP/1.1 200"))
-        #expect(clock.now - t0 < .seconds(5))
         // A request, then half of the next one, then silence: 408. (Half of a connection's first
         // request is the WebSocket side's to time out, with its handshake timeout.)
-        let t1 = clock.now
         let slow = Self.text(try await HTTPTestClient.exchange(port: f.daemon.port, Array("GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost:".utf8)))
         #expect(slow.hasPrefix("HTTP/1.1 200"))
         #expect(slow.contains("HTTP/1.1 408"))
-        #expect(clock.now - t1 < .seconds(5))
     }
 
     @Test func aWebSocketUpgradeAfterRESTRequestsOnTheSameConnection() async throws {

@@ -44,6 +44,8 @@ final class HTTPServerConnection: ConnectionHandler {
     private var stopReading = false
     /// Bytes of an upgrade request waiting for earlier answers to be written.
     private var pendingUpgrade: [UInt8]?
+    /// The client closed its sending side: close once every answer owed is written.
+    private var inputClosed = false
     private var activity = 0
     private var timer: TimerHandle?
     private var closed = false
@@ -63,6 +65,9 @@ final class HTTPServerConnection: ConnectionHandler {
     /// Takes over the connection and reads what the listener already read.
     func start() {
         tcp.replaceHandler(self)
+        // Answers are computed off the loop: a client that half-closes after its requests
+        // still gets them; `connectionInputClosed` closes once they are written.
+        tcp.closesWhenInputEnds = false
         if let tracker {
             let me = UncheckedTransfer(self)  // Confinement: unboxed only on the loop.
             let loop = tcp.loop
@@ -133,9 +138,28 @@ final class HTTPServerConnection: ConnectionHandler {
         nextRequest += 1
         if !h.keepAlive { stopReading = true }
         guard let request = RESTRequest(head: h, body: body, remoteAddress: tcp.remoteAddress, peerCertificate: peerCertificate) else {
-            finish(n, h, RESTError.badRequest("the request target is not a path with valid escapes").response)
+            queued.append((n, h, nil))
+            runNext()
             return
         }
+        queued.append((n, h, request))
+        runNext()
+    }
+
+    /// Requests read but not yet answered, run one at a time: a pipelined `GET` after a `PUT`
+    /// must see that write (RFC 9112 §9.3.2: a server processes pipelined requests in order).
+    private var queued: [(n: Int, head: FerryHTTP.HTTPRequestHead, request: RESTRequest?)] = []
+    private var running = false
+
+    private func runNext() {
+        guard !running, !closed, !queued.isEmpty else { return }
+        let (n, h, request) = queued.removeFirst()
+        guard let request else {
+            finish(n, h, RESTError.badRequest("the request target is not a path with valid escapes").response)
+            runNext()
+            return
+        }
+        running = true
         let respond = self.respond
         // Confinement (UncheckedTransfer rule 1): the connection is used only in the closure
         // that `loop.execute` runs on its own loop.
@@ -143,7 +167,11 @@ final class HTTPServerConnection: ConnectionHandler {
         let loop = tcp.loop
         Task {
             let response = await respond(request)
-            loop.execute { me.value.finish(n, h, response) }
+            loop.execute {
+                me.value.running = false
+                me.value.finish(n, h, response)
+                me.value.runNext()
+            }
         }
     }
 
@@ -181,12 +209,15 @@ final class HTTPServerConnection: ConnectionHandler {
                 }
             }
         }
-        if streaming == nil, nextToWrite == nextRequest, let bytes = pendingUpgrade, !closed {
+        guard streaming == nil, nextToWrite == nextRequest, !closed else { return }
+        if let bytes = pendingUpgrade {
             pendingUpgrade = nil
             if let t = timer { tcp.loop.cancel(t); timer = nil }
             closed = true
             tracker?.left(ObjectIdentifier(self))
             upgrader(handoff, bytes)
+        } else if inputClosed {
+            tcp.close()
         }
     }
 
@@ -242,7 +273,8 @@ final class HTTPServerConnection: ConnectionHandler {
     func connectionInputClosed(_ connection: TCPConnection) {
         // The client sent everything; answers still owed are written, then the connection closes.
         stopReading = true
-        if nextToWrite == nextRequest && streaming == nil { tcp.close() }
+        inputClosed = true
+        writeReady()
     }
 
     func connectionClosed(_ connection: TCPConnection, error: NetError?) {
