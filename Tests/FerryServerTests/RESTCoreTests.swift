@@ -77,7 +77,7 @@ struct RESTCoreTests {
     @Test func changesWithANamedFilterAndDocIDs() async throws {
         let f = try await DaemonFixture(allowAnonymous: true, databases: ["db"])
         defer { Task { await f.stop() } }
-        f.daemon.router.registerPullFilter("byType") { doc, _, params in doc["type"]?.stringValue == params["type"] }
+        f.daemon.registerPullFilter("byType") { doc, _, params in doc["type"]?.stringValue == params["type"] }
         let docs = #"{"docs":[{"_id":"a","type":"task"},{"_id":"b","type":"note"},{"_id":"c","type":"task"}]}"#
         #expect(try await f.request("POST", "/db/_bulk_docs", json: docs).status == 201)
         func ids(_ r: HTTPTestResponse) -> [String] {

@@ -130,6 +130,14 @@ public final class FerryDaemon: Sendable {
                            metrics: metrics, httpConnections: tracker, listener: listener)
     }
 
+    /// Registers a named pull filter for both sides of the port: BLIP clients select it with
+    /// `filter` in `subChanges`, REST clients with `_changes?filter=NAME` (the other query
+    /// parameters are its parameters).
+    public func registerPullFilter(_ name: String, _ filter: @escaping PullFilter) {
+        listener.registerPullFilter(name, filter)
+        router.registerPullFilter(name, filter)
+    }
+
     /// Clients connected over BLIP now.
     public var replicationClientCount: Int { listener.connectionCount }
 

@@ -30,7 +30,7 @@ extension RESTRouter {
         var q = try Self.changesQuery(c)
         if let name = c.request[query: "filter"], name != "_doc_ids" {
             guard let f = pullFilters.withLock({ $0[name] }) else {
-                throw .notFound("no filter named \(name.debugDescription); registered: \(pullFilters.withLock { $0.keys.sorted() }), and _doc_ids")
+                throw .notFound("no filter named \(name.debugDescription); known: _doc_ids and \(pullFilters.withLock { $0.keys.sorted() })")
             }
             q.filter = f
             let own: Set<String> = ["feed", "since", "limit", "include_docs", "heartbeat", "timeout", "filter", "style", "doc_ids", "descending"]
