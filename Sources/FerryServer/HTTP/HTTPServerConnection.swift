@@ -198,6 +198,12 @@ final class HTTPServerConnection: ConnectionHandler {
                 if !keepAlive { tcp.close(); closed = true; return }
             case .stream(let pieces):
                 send(HTTPResponseEncoder.encodeChunkedHead(head))
+                if method == "HEAD" {
+                    // The head only; dropping the stream ends its producer.
+                    _ = pieces
+                    if !keepAlive { tcp.close(); closed = true; return }
+                    continue
+                }
                 let me = UncheckedTransfer(self)  // Confinement: unboxed only on the loop.
                 let loop = tcp.loop
                 streaming = Task {
