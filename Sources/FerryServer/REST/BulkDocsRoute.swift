@@ -15,7 +15,9 @@ extension RESTRouter {
         items.reserveCapacity(docs.count)
         for d in docs {
             guard let o = d.objectValue else { throw .badRequest("Document must be a JSON object") }
-            let incoming = DocumentJSON.incoming(o)
+            // Inline attachment bytes become blobs before the batch (AttachmentBodies).
+            let incoming = DocumentJSON.incoming(try Self.storingAttachmentData(c.db, id: o["_id"]?.stringValue, body: o,
+                                                                                parentRev: o["_rev"]?.stringValue, following: [:]))
             items.append((incoming.id ?? Self.newID(), incoming))
         }
         return newEdits ? try saveAll(c.db, items) : try insertAll(c.db, items)

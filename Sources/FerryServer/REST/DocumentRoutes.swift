@@ -6,10 +6,10 @@ import FerryStore
 extension RESTRouter {
     func document(_ c: Context, _ id: String) throws(RESTError) -> RESTResponse {
         switch c.request.method {
-        case "GET", "HEAD": return try readDocument(c, id)
+        case "GET", "HEAD": return withAttachmentData(c, try readDocument(c, id))  // attachments=true (AttachmentBodies)
         case "PUT":
             try require(.writer, c)
-            return try writeDocument(c, id: id, body: try Self.jsonObject(c.request, strict: false))
+            return try writeDocument(c, id: id, body: try documentBody(c, id: id))  // JSON or multipart/related
         case "DELETE":
             try require(.writer, c)
             return try deleteDocument(c, id)
@@ -106,7 +106,8 @@ extension RESTRouter {
     }
 
     func writeDocument(_ c: Context, id: String, body: [String: JSONValue]) throws(RESTError) -> RESTResponse {
-        let incoming = DocumentJSON.incoming(body)
+        // Inline and following attachment bytes become blobs before the save (AttachmentBodies).
+        let incoming = DocumentJSON.incoming(try storingAttachmentData(c, id: id, body: body))
         let revText = try Self.namedRevision(c.request, body: incoming.rev)
         let result: (id: String, rev: String)
         if c.request[query: "new_edits"] == "false" {
