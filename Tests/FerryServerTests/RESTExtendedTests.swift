@@ -74,6 +74,25 @@ struct RESTExtendedTests {
         #expect(try await f.request("GET", "/db/missing/x.txt").status == 404)
     }
 
+    @Test func aLargeAttachmentIsStreamedWholeAndInRanges() async throws {
+        let f = try await DaemonFixture(allowAnonymous: true, databases: ["db"])
+        defer { Task { await f.stop() } }
+        // Over the 4 MiB answered from memory: streamed in chunks, and a range of it too.
+        let big = (0..<(5 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 12) }
+        #expect(try await f.request("PUT", "/db/big/blob", body: big).status == 201)
+        let whole = try await f.request("GET", "/db/big/blob")
+        #expect(whole.status == 200)
+        #expect(whole.header("Transfer-Encoding") == "chunked")
+        #expect(whole.body == big)
+        let lo = 100_001, hi = (5 << 20) - 3
+        let part = try await f.request("GET", "/db/big/blob", headers: [("Range", "bytes=\(lo)-\(hi)")])
+        #expect(part.status == 206)
+        #expect(part.header("Content-Range") == "bytes \(lo)-\(hi)/\(5 << 20)")
+        #expect(part.body == Array(big[lo...hi]))
+        let head = try await f.request("HEAD", "/db/big/blob")
+        #expect(head.header("Content-Length") == "\(5 << 20)")
+    }
+
     @Test func inlineAttachmentsStubsAndAttachmentsTrue() async throws {
         let f = try await DaemonFixture(allowAnonymous: true, databases: ["db"])
         defer { Task { await f.stop() } }
