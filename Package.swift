@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "FerryHTTP", targets: ["FerryHTTP"]),
         .library(name: "FerryStore", targets: ["FerryStore"]),
         .library(name: "FerrySync", targets: ["FerrySync"]),
+        .library(name: "FerryServer", targets: ["FerryServer"]),
         .executable(name: "ferry", targets: ["ferry"]),
         .executable(name: "ferry-echo", targets: ["ferry-echo"]),
         .executable(name: "ferry-bench", targets: ["ferry-bench"]),

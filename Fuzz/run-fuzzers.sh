@@ -8,7 +8,7 @@ swift build -c release -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld
 bin=$(swift build -c release -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld --show-bin-path)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-for t in FuzzFrameDecoder FuzzHandshake FuzzBLIP FuzzReplication FuzzHTTP; do
+for t in FuzzFrameDecoder FuzzHandshake FuzzBLIP FuzzReplication FuzzHTTP FuzzREST; do
   mkdir -p "$work/$t"
   cp seeds/$t/* "$work/$t/"
   echo "fuzz: $t for ${secs}s"

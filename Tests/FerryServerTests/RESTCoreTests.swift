@@ -115,5 +115,14 @@ struct RESTCoreTests {
         #expect(try await f.request("PATCH", "/db/x", json: "{}").status == 405)
         #expect(try await f.request("PUT", "/db/_weird", json: "{}").status == 404)
         #expect(try await f.request("PUT", "/db/x", json: #"{"_bad":1}"#).status == 400)
+        // A history whose generations would count below 1 (or overflow) is not one.
+        for start in ["-9223372036854775808", "1", "-1"] {
+            let bad = #"{"_rev":"2-bb","_revisions":{"start":\#(start),"ids":["bb","aa"]}}"#
+            let r = try await f.request("PUT", "/db/h?new_edits=false", json: bad)
+            #expect(r.status == 400)
+            #expect(r.object["reason"]?.stringValue?.hasPrefix("_revisions") == true)
+        }
+        #expect(try await f.request("PUT", "/db/h?new_edits=false", json: #"{"_rev":"2-bb","_revisions":{"start":2,"ids":["bb","aa"]}}"#).status == 201)
+        #expect(try await f.request("GET", "/").status == 200)
     }
 }

@@ -55,9 +55,9 @@ extension RESTRouter {
                 refused.append(Self.itemError(id, .badRequest("new_edits=false needs each document's _rev")))
                 continue
             }
-            let history = DocumentJSON.history(from: incoming.revisions) ?? [rev]
-            guard history.first == rev else {
-                refused.append(Self.itemError(id, .badRequest("_revisions does not start with _rev")))
+            let history: [String]
+            do { history = try DocumentJSON.replicatedHistory(rev: rev, revisions: incoming.revisions) } catch {
+                refused.append(Self.itemError(id, error))
                 continue
             }
             var properties = incoming.properties

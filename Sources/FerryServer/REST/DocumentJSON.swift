@@ -54,13 +54,27 @@ enum DocumentJSON {
 
     /// The revision IDs a `_revisions` object names, newest first; nil when malformed.
     static func history(from revisions: JSONValue?) -> [String]? {
-        guard let o = revisions?.objectValue, let start = o["start"]?.intValue, let ids = o["ids"]?.arrayValue else { return nil }
+        // Generations count down to 1: a start below the number of IDs (or negative, which
+        // would overflow the countdown) is not a history.
+        guard let o = revisions?.objectValue, let start = o["start"]?.intValue, let ids = o["ids"]?.arrayValue,
+              start >= Int64(ids.count) else { return nil }
         var out: [String] = []
         for (i, id) in ids.enumerated() {
             guard let digest = id.stringValue else { return nil }
             out.append("\(start - Int64(i))-\(digest)")
         }
         return out.isEmpty ? nil : out
+    }
+
+    /// The history a replicated revision comes with: its `_revisions` (which must be well
+    /// formed and start with `rev`), or `rev` alone when there is none.
+    static func replicatedHistory(rev: String, revisions: JSONValue?) throws(RESTError) -> [String] {
+        guard let revisions else { return [rev] }
+        guard let history = history(from: revisions) else {
+            throw .badRequest("_revisions must be {\"start\": N, \"ids\": [...]} with N at least the number of ids")
+        }
+        guard history.first == rev else { throw .badRequest("_revisions does not start with _rev") }
+        return history
     }
 
     /// A request body split into the stored properties and CouchDB's special members.

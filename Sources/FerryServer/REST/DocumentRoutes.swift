@@ -134,8 +134,7 @@ extension RESTRouter {
 
     /// Stores a revision made elsewhere with its history (`new_edits=false`), as replication does.
     func insertReplicated(_ db: Database, id: String, rev: String, incoming: DocumentJSON.Incoming) throws(RESTError) -> (id: String, rev: String) {
-        let history = DocumentJSON.history(from: incoming.revisions) ?? [rev]
-        guard history.first == rev else { throw .badRequest("_revisions does not start with _rev") }
+        let history = try DocumentJSON.replicatedHistory(rev: rev, revisions: incoming.revisions)
         var properties = incoming.properties
         properties.removeValue(forKey: "_deleted")
         let r = ReplicatedRevision(documentID: id, history: history, body: CanonicalJSON.encode(properties), isDeleted: incoming.deleted)

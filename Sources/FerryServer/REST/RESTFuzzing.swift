@@ -1,0 +1,56 @@
+import FerryHTTP
+import FerryStore
+
+/// The REST API's parsers of untrusted bytes, for the `FuzzREST` libFuzzer target
+/// (docs/fuzzing.md): request targets (path segments, percent-escapes, query), `multipart/
+/// related` bodies, `Range` fields, Basic credentials, `_find` selectors, `_revisions`
+/// histories and bookmarks. Not API: `@_spi(Fuzzing)`.
+@_spi(Fuzzing) public enum RESTFuzzing {
+    /// Runs every parser on fields cut from `input` at `0xFF` bytes; traps when a parser
+    /// breaks a promise (a range outside the body, a part that is not inside the input).
+    public static func run(_ input: [UInt8]) {
+        let fields = input.split(separator: 0xFF, maxSplits: 5, omittingEmptySubsequences: false).map { Array($0) }
+        func field(_ i: Int) -> [UInt8] { i < fields.count ? fields[i] : [] }
+        func text(_ i: Int) -> String { String(decoding: field(i), as: UTF8.self) }
+
+        // A request target, through the HTTP decoder (which refuses what no client may send).
+        var decoder = HTTPRequestDecoder()
+        let raw = Array("GET ".utf8) + field(0) + Array(" HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        if let events = try? decoder.feed(raw) {
+            for case .head(let head) in events {
+                if let request = RESTRequest(head: head, body: []) {
+                    _ = request[query: "rev"]
+                    for segment in request.segments { _ = try? DatabaseName(segment) }
+                }
+            }
+        }
+
+        // A multipart/related body with the boundary from field 1.
+        let body = field(2)
+        if let multipart = try? MultipartRelated(contentType: "multipart/related; boundary=" + text(1), body: body) {
+            let total = multipart.parts.reduce(0) { $0 + $1.body.count }
+            precondition(total <= body.count, "parts longer than the body")
+        }
+
+        // A Range field against a body of that length.
+        let length = Int64(body.count)
+        if case .part(let lo, let hi) = RESTRouter.byteRange(text(3), length: length) {
+            precondition(lo >= 0 && lo <= hi && hi < length, "a range outside the body")
+        }
+
+        // Basic credentials.
+        _ = AccessControl.basicCredentials(text(4))
+
+        // A JSON value as a _find selector, a _revisions history, a bookmark, a query value.
+        let json = field(5)
+        if let value = try? JSONParser.parse(json, sizeLimit: 64 * 1024, maxDepth: 32) {
+            if let selector = value.objectValue {
+                var translator = SelectorTranslator()
+                _ = try? translator.predicate(selector)
+            }
+            _ = DocumentJSON.history(from: value)
+        }
+        _ = RESTRouter.decodeBookmark(text(4))
+        _ = RESTRouter.queryJSON(text(5))
+    }
+}
