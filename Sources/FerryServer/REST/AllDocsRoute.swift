@@ -57,12 +57,8 @@ extension RESTRouter {
                 }
             }
             return .json(200, .object(["total_rows": .int(Int64(total)), "offset": .int(Int64(skip)), "rows": .array(rows)]))
-        } catch let e as RESTError {
-            throw e
-        } catch let e as StoreError {
-            throw RESTError(e)
         } catch {
-            throw RESTError(500, "internal_server_error", "\(error)")
+            throw RESTError.from(error)
         }
     }
 

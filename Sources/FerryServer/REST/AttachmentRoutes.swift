@@ -60,12 +60,8 @@ extension RESTRouter {
                 r.headers.append(("Content-Range", "bytes */\(length)"))
                 return r
             }
-        } catch let e as RESTError {
-            throw e
-        } catch let e as StoreError {
-            throw RESTError(e)
         } catch {
-            throw RESTError(500, "internal_server_error", "\(error)")
+            throw RESTError.from(error)
         }
     }
 
@@ -111,12 +107,8 @@ extension RESTRouter {
             var properties = parent.isDeleted ? [:] : parent.properties
             properties["_deleted"] = nil
             return Document(id: docID, basedOn: rev, properties: properties)
-        } catch let e as RESTError {
-            throw e
-        } catch let e as StoreError {
-            throw RESTError(e)
         } catch {
-            throw RESTError(500, "internal_server_error", "\(error)")
+            throw RESTError.from(error)
         }
     }
 

@@ -51,12 +51,8 @@ extension RESTRouter {
             if r.header("If-None-Match") == etag { return RESTResponse(status: 304, headers: [("ETag", etag)]) }
             let json = DocumentJSON.object(doc, tree: tree, revs: flag("revs"), revsInfo: flag("revs_info"), conflicts: flag("conflicts"))
             return .json(200, json, headers: [("ETag", etag)])
-        } catch let e as RESTError {
-            throw e
-        } catch let e as StoreError {
-            throw RESTError(e)
         } catch {
-            throw RESTError(500, "internal_server_error", "\(error)")
+            throw RESTError.from(error)
         }
     }
 
@@ -83,12 +79,8 @@ extension RESTRouter {
                 }
             }
             return .json(200, .array(out))
-        } catch let e as RESTError {
-            throw e
-        } catch let e as StoreError {
-            throw RESTError(e)
         } catch {
-            throw RESTError(500, "internal_server_error", "\(error)")
+            throw RESTError.from(error)
         }
     }
 

@@ -26,12 +26,8 @@ extension RESTRouter {
             default:
                 throw RESTError.methodNotAllowed("DELETE,GET,HEAD,PUT")
             }
-        } catch let e as RESTError {
-            throw e
-        } catch let e as StoreError {
-            throw RESTError(e)
         } catch {
-            throw RESTError(500, "internal_server_error", "\(error)")
+            throw RESTError.from(error)
         }
     }
 }

@@ -58,6 +58,16 @@ public struct RESTError: Error, Sendable, Equatable {
         }
     }
 
+    /// Any error a route meets, as its answer: a `RESTError` as it is, the store's mapped by
+    /// `init(_: StoreError)`, anything else 500.
+    static func from(_ error: any Error) -> RESTError {
+        switch error {
+        case let e as RESTError: return e
+        case let e as StoreError: return RESTError(e)
+        default: return RESTError(500, "internal_server_error", "\(error)")
+        }
+    }
+
     /// The response carrying this error.
     public var response: RESTResponse {
         var r = RESTResponse.json(status, .object(["error": .string(error), "reason": .string(reason)]))
