@@ -4,7 +4,8 @@ import Foundation
 import Testing
 
 /// The daemon as users run it: a `ferry serve --data DIR` process, driven by curl.
-@Suite("ferry serve --data: many databases, BLIP and REST on one port")
+@Suite("ferry serve --data: many databases, BLIP and REST on one port",
+       .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/curl"), "needs curl (apt-get install curl)"))
 struct DaemonProcessTests {
     /// Waits, with a longpoll on the same REST API, until document `id` is in `db` at `base`.
     func waitForDocument(_ base: String, _ db: String, _ id: String) async throws -> [String: JSONValue] {
