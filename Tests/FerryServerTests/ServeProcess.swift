@@ -27,13 +27,7 @@ final class ServeProcess: @unchecked Sendable {
         p.standardError = FileHandle.nullDevice
         try p.run()
         process = p
-        let fd = out.fileHandleForReading.fileDescriptor
-        let line = await offPool { () -> String in
-            var bytes: [UInt8] = []
-            var c: UInt8 = 0
-            while read(fd, &c, 1) == 1, c != 10 { bytes.append(c) }
-            return String(decoding: bytes, as: UTF8.self)
-        }
+        let line = await Self.firstLine(of: out)
         guard let ws = line.split(separator: " ").first(where: { $0.hasPrefix("ws://") }),
               let port = ws.dropFirst("ws://".count).split(separator: "/").first?.split(separator: ":").last else {
             p.terminate()
@@ -41,6 +35,18 @@ final class ServeProcess: @unchecked Sendable {
         }
         baseURL = "http://127.0.0.1:\(port)"
         wsURL = "ws://127.0.0.1:\(port)"
+    }
+
+    /// The first line a child writes to `pipe` (`ferry serve` writes it once it listens), read
+    /// with read(2) off the cooperative pool (Foundation's buffered readers can hang on pipes).
+    static func firstLine(of pipe: Pipe) async -> String {
+        let fd = pipe.fileHandleForReading.fileDescriptor
+        return await offPool { () -> String in
+            var bytes: [UInt8] = []
+            var c: UInt8 = 0
+            while read(fd, &c, 1) == 1, c != 10 { bytes.append(c) }
+            return String(decoding: bytes, as: UTF8.self)
+        }
     }
 
     /// SIGTERM, then waits for the exit; returns the status.

@@ -8,8 +8,7 @@ import Testing
 /// `ferry serve` as a child process: SIGTERM mid-pull, config file, JSON logs.
 @Suite("ferry serve: shutdown, config file, logs", .serialized)
 struct ShutdownTests {
-    static let ferry = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        .deletingLastPathComponent().appendingPathComponent("ferry")
+    static let ferry = ServeProcess.executable
 
     /// Starts `ferry serve ARGS`; returns it once its first stdout line (it listens then) is read.
     static func serve(_ args: [String], stderr: FileHandle? = nil) async throws -> (Process, String) {
@@ -20,14 +19,7 @@ struct ShutdownTests {
         p.standardOutput = out
         p.standardError = stderr ?? FileHandle.nullDevice
         try p.run()
-        let fd = out.fileHandleForReading.fileDescriptor
-        let line = await offPool { () -> String in
-            var bytes: [UInt8] = []
-            var c: UInt8 = 0
-            while read(fd, &c, 1) == 1, c != 10 { bytes.append(c) }
-            return String(decoding: bytes, as: UTF8.self)
-        }
-        return (p, line)
+        return (p, await ServeProcess.firstLine(of: out))
     }
 
     /// SIGTERM; the exit status and how long the exit took.

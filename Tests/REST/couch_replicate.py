@@ -28,13 +28,15 @@ Run by Tests/REST/interop: `python couch_replicate.py FERRY_BINARY TMPDIR`. Ends
 import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 import time
 import uuid
 
 import httpx
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ferryd  # noqa: E402
 
 FERRY, TMP = sys.argv[1], sys.argv[2]
 passed, failed = 0, []
@@ -51,23 +53,7 @@ def check(cond, what):
 
 
 def start_daemon(name, *args):
-    data = os.path.join(TMP, f"repl-{name}")
-    os.makedirs(data, exist_ok=True)
-    for user_args in args:
-        subprocess.run([FERRY, "user", "add", "--data", data, *user_args], check=True, stdout=subprocess.DEVNULL)
-    out = open(os.path.join(TMP, f"repl-{name}.out"), "w+")
-    err = open(os.path.join(TMP, f"repl-{name}.err"), "w+")
-    proc = subprocess.Popen([FERRY, "serve", "--data", data, "--port", "0"], stdout=out, stderr=err)
-    for _ in range(100):
-        out.seek(0)
-        m = re.search(r" at (http://127\.0\.0\.1:\d+)/", out.readline())
-        if m:
-            return proc, m.group(1)
-        if proc.poll() is not None:
-            break
-        time.sleep(0.1)
-    err.seek(0)
-    raise SystemExit(f"ferry serve ({name}) did not start: {err.read()}")
+    return ferryd.serve(FERRY, os.path.join(TMP, f"repl-{name}"), TMP, f"repl-{name}", users=args)
 
 
 def ok(r, *codes):

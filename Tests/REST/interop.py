@@ -23,6 +23,9 @@ import time
 import httpx
 import requests
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ferryd  # noqa: E402
+
 FERRY, TMP = sys.argv[1], sys.argv[2]
 DATA = os.path.join(TMP, "interop-data")
 PASSWORDS = {"reader": "r-pass", "writer": "w-pass", "dbadmin": "d-pass", "admin": "a-pass"}
@@ -106,23 +109,8 @@ class Client:
 
 
 def start_daemon():
-    os.makedirs(DATA, exist_ok=True)
-    for user, role in ROLES.items():
-        subprocess.run([FERRY, "user", "add", "--data", DATA, user, "--password", PASSWORDS[user], "--role", role],
-                       check=True, stdout=subprocess.DEVNULL)
-    out = open(os.path.join(TMP, "interop-daemon.out"), "w+")
-    err = open(os.path.join(TMP, "interop-daemon.err"), "w+")
-    proc = subprocess.Popen([FERRY, "serve", "--data", DATA, "--port", "0"], stdout=out, stderr=err)
-    for _ in range(100):
-        out.seek(0)
-        m = re.search(r" at (http://127\.0\.0\.1:\d+)/", out.readline())
-        if m:
-            return proc, m.group(1)
-        if proc.poll() is not None:
-            break
-        time.sleep(0.1)
-    err.seek(0)
-    raise SystemExit(f"ferry serve did not start: {err.read()}")
+    users = [(user, "--password", PASSWORDS[user], "--role", role) for user, role in ROLES.items()]
+    return ferryd.serve(FERRY, DATA, TMP, "interop-daemon", users=users)
 
 
 # ---------------------------------------------------------------------------------------------

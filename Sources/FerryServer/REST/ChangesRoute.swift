@@ -47,12 +47,6 @@ extension RESTRouter {
             }
             return .json(200, page.json)
         case "continuous", "eventsource":
-            if c.request.method == "HEAD" {
-                // The head a GET gets, without the stream: the connection would write the
-                // stream's chunks after a HEAD answer, where the client reads its next response.
-                let type = q.feed == "eventsource" ? "text/event-stream" : "application/json"
-                return RESTResponse(status: 200, headers: [("Content-Type", type), ("Cache-Control", "no-cache")])
-            }
             return continuousChanges(c.db, q, eventSource: q.feed == "eventsource")
         default:
             throw .badRequest("feed must be normal, longpoll, continuous or eventsource")
