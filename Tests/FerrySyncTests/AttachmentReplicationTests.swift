@@ -49,7 +49,7 @@ struct AttachmentReplicationTests {
         let olga = try await Peer.make("olga")
         var c = ReplicatorConfiguration(database: olga.db, target: naomi.url)
         c.type = .pull
-        c.attachmentDownloadPolicy = { $0.length <= 1 << 20 }
+        c.attachmentDownloadPolicy = AttachmentDownloadPolicy { $0.length <= 1 << 20 ? .fetch(priority: 0) : .skip }
         let r = Replicator(configuration: c)
         try await r.run()
         try Self.verify(olga.db, "empty")

@@ -4,28 +4,11 @@ import Glibc
 import FerryBLIP
 import FerryStore
 
-/// What a download policy is asked about one attachment of a pulled revision.
-public struct AttachmentInfo: Sendable, Equatable {
-    /// The document it belongs to.
-    public let documentID: String
-    /// Its name in `_attachments`.
-    public let name: String
-    /// Its content address.
-    public let digest: BlobDigest
-    /// Its size in bytes.
-    public let length: Int64
-    /// Its MIME type, if given.
-    public let contentType: String?
-}
-
-/// Decides per attachment whether a pull downloads it now; a skipped one keeps its metadata
-/// (`Attachment.isFetched == false`) and can be fetched later with `Replicator.fetchAttachments`.
-public typealias AttachmentDownloadPolicy = @Sendable (AttachmentInfo) -> Bool
-
 /// Attachments on the wire (Protocol/replication.md, "Attachments"): the receiver of a `rev` asks the sender for every
 /// blob it lacks with `getAttachment` (`digest`, `docID`), checks length and SHA-1, stores it,
 /// and only then stores the revision — so a stored revision's attachments are present unless a
-/// download policy skipped them.
+/// download policy skipped them. With a policy, the revision is stored first and the wanted
+/// blobs are queued (`AttachmentDownloadQueue`, `Puller+Downloads`).
 enum AttachmentTransfer {
     /// The attachments a received body references, or [] (cheap for bodies without any).
     static func attachments(in body: [UInt8], documentID: String, database: Database) throws(StoreError) -> [Attachment] {
@@ -58,25 +41,40 @@ enum AttachmentTransfer {
         }
     }
 
-    /// Before a received revision is stored: downloads the blobs it references that are not here
-    /// and that `policy` wants (all when nil), over `connection`. Returns at once for a body
-    /// without attachments.
-    static func fetchMissing(for revision: ReplicatedRevision, connection: BLIPConnection, database: Database,
-                             policy: AttachmentDownloadPolicy?) async throws(ReplicationError) {
+    /// Before a received revision is stored (no download policy): downloads the blobs it
+    /// references that are not here, over `connection`. Returns at once for a body without
+    /// attachments.
+    static func fetchMissing(for revision: ReplicatedRevision, connection: BLIPConnection, database: Database) async throws(ReplicationError) {
         let atts: [Attachment]
         do throws(StoreError) { atts = try attachments(in: revision.body, documentID: revision.documentID, database: database) }
         catch { throw .store(error) }
-        try await fetchMissing(atts, documentID: revision.documentID, connection: connection, database: database, policy: policy)
+        for a in atts where !a.isFetched {
+            try await fetch(a.digest, length: a.length, documentID: revision.documentID, connection: connection, database: database)
+        }
     }
 
-    /// Downloads the missing blobs of a revision the policy wants, over `connection`.
-    static func fetchMissing(_ attachments: [Attachment], documentID: String, connection: BLIPConnection,
-                             database: Database, policy: AttachmentDownloadPolicy?) async throws(ReplicationError) {
-        for a in attachments where !a.isFetched {
-            let info = AttachmentInfo(documentID: documentID, name: a.name, digest: a.digest, length: a.length, contentType: a.contentType)
-            if let policy, !policy(info) { continue }
-            try await fetch(a.digest, length: a.length, documentID: documentID, connection: connection, database: database)
+    /// With a download policy: the blobs a received revision references that are not here and
+    /// that the policy fetches, with their priorities, in name order; `arrival` orders them
+    /// among equal priorities. Nothing is downloaded: the revision is stored first and these
+    /// are queued.
+    static func wanted(by policy: AttachmentDownloadPolicy, in revision: ReplicatedRevision, arrival: UInt64,
+                       database: Database) throws(ReplicationError) -> [AttachmentDownload] {
+        let doc: Document
+        let atts: [Attachment]
+        do throws(StoreError) {
+            doc = try Document(id: revision.documentID, json: revision.body)
+            atts = try database.attachments(of: doc)
+        } catch { throw .store(error) }
+        let revisionID = revision.history.first ?? ""
+        var out: [AttachmentDownload] = []
+        for a in atts where !a.isFetched {
+            let info = AttachmentInfo(documentID: revision.documentID, revisionID: revisionID, properties: doc.properties,
+                                      name: a.name, digest: a.digest, length: a.length, contentType: a.contentType)
+            guard case .fetch(let priority) = policy.decision(for: info) else { continue }
+            out.append(AttachmentDownload(documentID: revision.documentID, revisionID: revisionID, name: a.name,
+                                          digest: a.digest, length: a.length, priority: priority, arrival: arrival))
         }
+        return out
     }
 
     /// Fetches one blob and stores it after checking its length and digest.

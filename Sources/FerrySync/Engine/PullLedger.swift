@@ -202,6 +202,14 @@ final class PullLedger: Sendable {
 
     // MARK: Waiting
 
+    /// Returns true once the pull is idle — caught up, every revision asked for ended — even
+    /// for a continuous pull (which is idle between bursts of changes); false if the session
+    /// ended with an error or the ledger closed first.
+    func waitUntilIdle() async -> Bool {
+        guard await waitUntilDone(continuous: false) == nil else { return false }
+        return !state.withLock { $0.closed }
+    }
+
     /// Returns true once at most `limit` revisions are pending; false if the ledger closed.
     func waitForRoom() async -> Bool {
         await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in

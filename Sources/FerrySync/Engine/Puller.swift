@@ -18,8 +18,9 @@ final class Puller: Sendable {
     /// Which side of the connection the puller serves.
     enum Role: Sendable {
         /// The replicator's pull; `remote` names the peer for remote-revision bookkeeping.
+        /// `downloads`: with a download policy, the queue its wanted attachments go to.
         case active(remote: String, checkpointer: Checkpointer, resolver: ReplicationConflictResolver?,
-                    downloadPolicy: AttachmentDownloadPolicy?)
+                    downloads: AttachmentDownloadQueue?)
         /// A listener taking a client's push.
         case passive
     }
@@ -27,8 +28,10 @@ final class Puller: Sendable {
     let database: Database
     let connection: BLIPConnection
     let role: Role
-    /// Which attachments of pulled revisions to download (the active role's policy).
-    let downloadPolicy: AttachmentDownloadPolicy?
+    /// With a download policy (active role only): the attachments to download once the pull
+    /// is caught up (`Puller+Downloads`); without one, every attachment is fetched before its
+    /// revision is stored.
+    let downloads: AttachmentDownloadQueue?
     let reporter: Reporter
     let logger: Logger
     private let ledger: PullLedger
@@ -40,7 +43,7 @@ final class Puller: Sendable {
     init(role: Role, database: Database, connection: BLIPConnection, maxPendingRevisions: Int,
          reporter: Reporter, logger: Logger) {
         self.role = role
-        if case .active(_, _, _, let policy) = role { downloadPolicy = policy } else { downloadPolicy = nil }
+        if case .active(_, _, _, let queue) = role { downloads = queue } else { downloads = nil }
         self.database = database
         self.connection = connection
         self.reporter = reporter
@@ -127,6 +130,12 @@ final class Puller: Sendable {
         await ledger.waitUntilDone(continuous: continuous)
     }
 
+    /// Returns true once the pull is caught up with nothing outstanding; false if the session
+    /// ended first.
+    func waitUntilIdle() async -> Bool {
+        await ledger.waitUntilIdle()
+    }
+
     /// Stops taking messages and finishes storing what arrived.
     func close() async {
         batches.finish()
@@ -139,10 +148,10 @@ final class Puller: Sendable {
 
     private func handleRev(_ request: BLIPIncomingRequest) {
         ledger.arrived()
-        let taken = RevReceiver.receive(request, database: database, policy: downloadPolicy, failed: { [self] revision, error in
+        let taken = RevReceiver.receive(request, database: database, downloads: downloads, failed: { [self] revision, error in
             giveUp(documentID: revision.documentID, revisionID: revision.history.first, isDeleted: revision.isDeleted,
                    arrived: true, error: error)
-        }) { [self] in store($0, $1) }
+        }) { [self] in store($0, $1, deferring: $2) }
         guard !taken else { return }
         // A `rev` without its document or revision ID cannot complete the entry it was sent
         // for, so the checkpoint could never pass it: like an unreadable `changes`, the peer
@@ -154,12 +163,15 @@ final class Puller: Sendable {
         ledger.end(with: error)
     }
 
-    private func store(_ revision: ReplicatedRevision, _ request: BLIPIncomingRequest) {
+    /// Stores a received revision; `deferred` are the attachments its download policy wants,
+    /// queued once it is stored (before it counts as ended, so a caught-up pull has them all).
+    private func store(_ revision: ReplicatedRevision, _ request: BLIPIncomingRequest, deferring deferred: [AttachmentDownload]) {
         let rev = revision.history.first ?? ""
         inserter.enqueue(revision) { [self] result in
             switch result {
             case .success(let outcome):
                 if !request.message.isNoReply { request.respond() }
+                downloads?.enqueue(deferred)
                 reporter.event(DocumentEvent(direction: .pull, documentID: revision.documentID, revisionID: rev,
                                              isDeleted: revision.isDeleted, kind: .pulled))
                 if let local = outcome.conflictedWith { resolve(revision.documentID, local: local, remote: rev, outcome: outcome) }

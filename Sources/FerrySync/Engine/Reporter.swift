@@ -10,6 +10,9 @@ final class Reporter: Sendable {
         // One counter per event kind, indexed by `index(of:)`: counting runs once per document,
         // and a String-keyed dictionary hashed the kind's name each time.
         var counts = [0, 0, 0, 0]
+        /// Queued attachments are downloading (a pull with a download policy): not idle.
+        var downloading = false
+        var idle: Bool { !downloading && caughtUp.values.allSatisfy { $0 } && progress.completed >= progress.total }
     }
     private static let kindNames = ["pushed", "pulled", "conflictResolved", "failed"]
     private let state = Mutex(State())
@@ -63,13 +66,18 @@ final class Reporter: Sendable {
         update { $0.caughtUp[direction] = value }
     }
 
-    /// Whether every direction that reported is caught up.
-    var isIdle: Bool { state.withLock { s in s.caughtUp.values.allSatisfy { $0 } && s.progress.completed >= s.progress.total } }
+    /// Queued attachments started or stopped downloading; while they do, the replication is busy.
+    func downloading(_ active: Bool) {
+        update { $0.downloading = active }
+    }
+
+    /// Whether every direction that reported is caught up and no attachment is downloading.
+    var isIdle: Bool { state.withLock { $0.idle } }
 
     private func update(_ body: (inout State) -> Void) {
         let (p, idle) = state.withLock { s -> (ReplicationProgress, Bool) in
             body(&s)
-            return (s.progress, s.caughtUp.values.allSatisfy { $0 } && s.progress.completed >= s.progress.total)
+            return (s.progress, s.idle)
         }
         onChange(p, idle)
     }

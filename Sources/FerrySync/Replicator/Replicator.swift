@@ -24,6 +24,9 @@ public final class Replicator: Sendable {
     private let logger: Logger
     private let statusBroadcaster = Broadcaster<ReplicatorStatus>()
     private let eventBroadcaster = Broadcaster<DocumentEvent>()
+    private let attachmentBroadcaster: Broadcaster<AttachmentEvent>
+    /// With a download policy: the attachments still to download, kept across sessions.
+    private let downloads: AttachmentDownloadQueue?
     private let state = Mutex<(status: ReplicatorStatus, task: Task<Void, Never>?, connected: Bool,
                                stopWaiters: [CheckedContinuation<ReplicationError?, Never>])>(
         (ReplicatorStatus(activity: .stopped, progress: ReplicationProgress(), lastError: nil), nil, false, []))
@@ -35,6 +38,9 @@ public final class Replicator: Sendable {
         self.configuration = configuration
         self.logger = logger
         checkpointer = Checkpointer(configuration: configuration)
+        let attachments = Broadcaster<AttachmentEvent>()
+        attachmentBroadcaster = attachments
+        downloads = configuration.attachmentDownloadPolicy.map { AttachmentDownloadQueue(policy: $0, onEvent: { attachments.send($0) }) }
         let statusBox = StatusSink()
         reporter = Reporter(onEvent: { statusBox.event($0) }, onChange: { p, idle in statusBox.progress(p, idle) })
         statusBox.owner.withLock { $0.replicator = self }
@@ -81,6 +87,21 @@ public final class Replicator: Sendable {
 
     /// Stops calling a document listener.
     public func removeDocumentListener(_ token: Int) { eventBroadcaster.removeCallback(token) }
+
+    /// A stream of attachment events from now on (each call makes a new subscriber): the
+    /// attachments a download policy queued, in the order they are downloaded, and those
+    /// fetched on demand. It ends when the replicator stops.
+    public func attachmentEvents() -> AsyncStream<AttachmentEvent> { attachmentBroadcaster.stream() }
+
+    /// Calls `listener` on every attachment event, synchronously as it happens; returns a token
+    /// for `removeAttachmentListener`.
+    @discardableResult
+    public func addAttachmentListener(_ listener: @escaping @Sendable (AttachmentEvent) -> Void) -> Int {
+        attachmentBroadcaster.addCallback(listener)
+    }
+
+    /// Stops calling an attachment listener.
+    public func removeAttachmentListener(_ token: Int) { attachmentBroadcaster.removeCallback(token) }
 
     /// Documents with local changes not yet pushed (push replications; empty for pull-only).
     public func pendingDocumentIDs() throws(ReplicationError) -> Set<String> {
@@ -151,9 +172,10 @@ public final class Replicator: Sendable {
         if let e = await waitUntilStopped() { throw e }
     }
 
-    /// Downloads the attachments that pulls skipped (download policy) for these documents (nil =
-    /// every document), from the peer, over a connection of its own; returns how many blobs
-    /// were fetched. Each is checked against its length and digest before it is stored.
+    /// Downloads the attachments that pulls left unfetched (skipped by a download policy, or
+    /// queued and not downloaded yet) for these documents (nil = every document), from the peer,
+    /// over a connection of its own; returns how many blobs were fetched. Each is checked
+    /// against its length and digest before it is stored, and reported to attachment listeners.
     @discardableResult
     public func fetchAttachments(documentIDs: [String]? = nil) async throws(ReplicationError) -> Int {
         let db = configuration.database
@@ -168,20 +190,45 @@ public final class Replicator: Sendable {
                 after = last.id
             }
         }
-        var missing: [(id: String, attachment: Attachment)] = []
+        var missing: [(document: Document, attachment: Attachment)] = []
         for id in ids {
             do {
                 guard let doc = try db.document(id) else { continue }
-                for a in try db.attachments(of: doc) where !a.isFetched { missing.append((id, a)) }
+                for a in try db.attachments(of: doc) where !a.isFetched { missing.append((doc, a)) }
             } catch { throw .store(error) }
         }
+        return try await fetch(missing)
+    }
+
+    /// Downloads one attachment of a document's current revision on demand (`ferry attachment
+    /// get --peer`), from the peer, over a connection of its own. Returns false when it is
+    /// already here; throws `.store(.notFound)` when the document or the attachment does not
+    /// exist.
+    @discardableResult
+    public func fetchAttachment(named name: String, documentID: String) async throws(ReplicationError) -> Bool {
+        let db = configuration.database
+        let doc: Document?
+        let attachment: Attachment?
+        do throws(StoreError) {
+            doc = try db.document(documentID)
+            attachment = try doc.map { (d) throws(StoreError) in try db.attachments(of: d) }?.first { $0.name == name }
+        } catch { throw .store(error) }
+        guard let doc, let attachment else { throw .store(.notFound) }
+        return try await fetch(attachment.isFetched ? [] : [(doc, attachment)]) > 0
+    }
+
+    /// Fetches the blobs of `missing` not here yet (each once), over one new connection.
+    private func fetch(_ missing: [(document: Document, attachment: Attachment)]) async throws(ReplicationError) -> Int {
         guard !missing.isEmpty else { return 0 }
+        let db = configuration.database
         let conn = try await connect()
         var fetched = 0
         do throws(ReplicationError) {
-            for (id, a) in missing where !db.hasBlob(digest: a.digest) {
-                try await AttachmentTransfer.fetch(a.digest, length: a.length, documentID: id, connection: conn, database: db)
+            for (doc, a) in missing where !db.hasBlob(digest: a.digest) {
+                try await AttachmentTransfer.fetch(a.digest, length: a.length, documentID: doc.id, connection: conn, database: db)
                 fetched += 1
+                attachmentBroadcaster.send(AttachmentEvent(documentID: doc.id, revisionID: doc.revisionID?.description, name: a.name,
+                                                           digest: a.digest, length: a.length, priority: nil, kind: .fetched))
             }
         } catch {
             await conn.close()
@@ -271,6 +318,7 @@ public final class Replicator: Sendable {
         statusBroadcaster.send(status)
         statusBroadcaster.endStreams()
         eventBroadcaster.endStreams()
+        attachmentBroadcaster.endStreams()
         for w in waiters { w.resume(returning: finalError) }
     }
 
@@ -330,7 +378,7 @@ public final class Replicator: Sendable {
 
         let puller: Puller? = c.type == .push ? nil
             : Puller(role: .active(remote: remoteName, checkpointer: checkpointer, resolver: c.conflictResolver,
-                                   downloadPolicy: c.attachmentDownloadPolicy),
+                                   downloads: downloads),
                      database: db, connection: conn, maxPendingRevisions: c.effectiveMaxConcurrentRevisions,
                      reporter: reporter, logger: logger)
         puller?.register()
@@ -372,7 +420,17 @@ public final class Replicator: Sendable {
                                                filter: c.pullFilter, parameters: c.pullFilterParameters, documentIDs: c.documentIDs)
                     } catch { return .failure(error) }
                     if let error = await puller.waitUntilDone(continuous: c.continuous) { return .failure(error) }
-                    return c.continuous ? nil : .success(())
+                    if c.continuous { return nil }
+                    // Caught up: the attachments the download policy queued, before the pull
+                    // counts as done.
+                    do throws(ReplicationError) { try await puller.downloadQueued() } catch { return .failure(error) }
+                    return .success(())
+                }
+                if c.continuous && downloads != nil {
+                    group.addTask {
+                        do throws(ReplicationError) { try await puller.downloadQueuedWhenIdle() } catch { return .failure(error) }
+                        return nil
+                    }
                 }
             }
             // The connection closing ends the session, whatever the workers are doing.

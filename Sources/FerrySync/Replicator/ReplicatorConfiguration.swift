@@ -75,8 +75,11 @@ public struct ReplicatorConfiguration: Sendable {
     /// Ferry pusher keeps in flight at this `batchSize` (four batches), so against a Ferry
     /// peer the gate never closes.
     public var maxConcurrentRevisions: Int?
-    /// Which attachments of pulled revisions to download now (nil = all). Skipped ones keep
-    /// their metadata, unfetched, until `Replicator.fetchAttachments` gets them.
+    /// Which attachments of pulled revisions to download, and in what order (nil = every one,
+    /// each before its revision is stored). With a policy, revisions are stored first and the
+    /// wanted attachments downloaded by priority once the pull has caught up; skipped ones keep
+    /// their metadata, unfetched, until `Replicator.fetchAttachments` gets them
+    /// (Protocol/download-rules.md).
     public var attachmentDownloadPolicy: AttachmentDownloadPolicy?
     /// Start from scratch instead of the saved checkpoint (the next run saves a new one).
     public var resetCheckpoint = false
