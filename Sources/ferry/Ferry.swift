@@ -10,7 +10,8 @@ struct Ferry: AsyncParsableCommand {
         commandName: "ferry",
         abstract: "A peer-to-peer JSON document replicator: serve a database, sync with peers, edit documents.",
         version: "ferry \(Ferry.version) (allocator: jemalloc \(String(cString: ferry_jemalloc_version())))",
-        subcommands: [Serve.self, Sync.self, Put.self, Get.self, Delete.self, List.self, Revs.self, UserCommand.self, DatabaseCommand.self],
+        subcommands: [Serve.self, Sync.self, Put.self, Get.self, Delete.self, List.self, Revs.self, UserCommand.self, DatabaseCommand.self,
+                      AttachmentCommand.self],
         defaultSubcommand: Serve.self)
 
     /// This build's version.

@@ -27,6 +27,7 @@ struct Sync: AsyncParsableCommand {
                                valueName: "seconds"))
     var retryMaxWait: Double = 300
     @OptionGroup(title: "TLS (wss:// peers)") var tls: ClientTLSOptions
+    @OptionGroup(title: "Attachments (pull)") var downloads: DownloadRuleOptions
 
     func validate() throws {
         if push && pull { throw ValidationError("--push and --pull exclude each other (the default does both)") }
@@ -64,6 +65,7 @@ struct Sync: AsyncParsableCommand {
         c.maxOfflineTime = timeout ?? (continuous ? 0 : 60)
         c.maxAttemptWaitTime = retryMaxWait
         c.tls = tls.configuration
+        c.attachmentDownloadPolicy = downloads.policy
         if let (plain, auth) = Self.splitCredentials(url) { c.target = plain; c.authenticator = auth }
         if let user, let password { c.authenticator = .basic(user: user, password: password) }
         let replicator = Replicator(configuration: c)
