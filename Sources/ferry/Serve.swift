@@ -128,6 +128,8 @@ struct Serve: AsyncParsableCommand {
         config.heartbeat = settings.heartbeat
         config.databaseOptions.watchExternalWrites = true
         config.version = Ferry.version
+        config.retryMaxWait = settings.retryMaxWait
+        config.replicationTLS = clientTLS.configuration
         let daemon = try await FerryDaemon.start(config, access: access, logger: Logger(label: "ferry.daemon"))
         warnAboutAccess(access, settings)
         let names = daemon.registry.names
@@ -139,35 +141,37 @@ struct Serve: AsyncParsableCommand {
         }
         fflush(nil)
 
-        // Services start in order and stop in reverse: on SIGTERM or SIGINT the replications
-        // stop first (each saves its checkpoint), then the daemon closes its clients (1001)
-        // and databases.
-        var services: [any Service] = [DaemonService(daemon: daemon)]
+        // --replicate peers are managed replications that live as long as this process
+        // (transient: not written to the replications file).
         for spec in settings.replicate {
             let dbName: String
             let url: String
             if settings.data != nil, let (n, u) = Self.splitNamed(spec) { (dbName, url) = (n, u) } else { (dbName, url) = (names.first ?? "", spec) }
-            guard let db = daemon.registry.database(dbName) else {
+            guard daemon.registry.database(dbName) != nil else {
                 warn("ferry: --replicate \(Sync.redacted(spec)): no database \(dbName) is served; skipped")
                 continue
             }
-            var c = ReplicatorConfiguration(database: db, target: url)
-            c.continuous = true
-            c.heartbeat = settings.heartbeat
-            c.maxAttemptWaitTime = settings.retryMaxWait
-            c.tls = clientTLS.configuration
-            if let (plain, auth) = Sync.splitCredentials(url) {
-                c.target = plain
-                c.authenticator = auth
+            let id = "replicate-\(dbName)-\(Sync.redacted(url))"
+            do {
+                let s = try ReplicationSpec(id: id, json: ["database": .string(dbName), "peer": .string(url), "continuous": true])
+                try await daemon.scheduler.put(s, revision: nil, transient: true)
+            } catch {
+                warn("ferry: --replicate \(Sync.redacted(spec)): \(error)")
             }
-            let link = daemon.replications.link(target: Sync.redacted(url), database: dbName)
-            services.append(ReplicationService(configuration: c, name: Sync.redacted(url), link: link))
         }
+        // SIGUSR1 and SIGUSR2 switch periodic replications to their active and background
+        // periods (seed 003's foreground and background), as `ferry policy mode` does.
+        let modeSignals = ModeSignals(scheduler: daemon.scheduler)
+
+        // On SIGTERM or SIGINT the daemon stops its replications first (each saves its
+        // checkpoint), then closes its clients (1001) and databases.
+        let services: [any Service] = [DaemonService(daemon: daemon)]
         var group = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         // Past this, whatever has not stopped is cancelled, so the process exits well within
         // the 10 s an orchestrator gives before SIGKILL.
         group.maximumGracefulShutdownDuration = .seconds(8)
         try await ServiceGroup(configuration: group).run()
+        modeSignals.cancel()
         print("ferry: stopped")
     }
 
@@ -190,42 +194,6 @@ struct Serve: AsyncParsableCommand {
         guard let eq = s.firstIndex(of: "="), !s.hasPrefix("ws"), eq != s.startIndex else { return nil }
         return (String(s[..<eq]), String(s[s.index(after: eq)...]))
     }
-
-    /// How long a `--replicate` replication that stopped on an error waits before starting
-    /// again: a daemon keeps its links (the operator may fix a password or the peer a bug), but
-    /// does not hammer a peer that keeps refusing.
-    static let restartDelay = Duration.seconds(30)
-
-    /// Runs a continuous replication until cancelled: says when the peer becomes unreachable
-    /// and reachable again (once each, not at every retry), and starts it again after
-    /// `restartDelay` if it stops on an error that retrying does not cure (401, a protocol error).
-    static func keepReplicating(_ configuration: ReplicatorConfiguration, name: String, link: ReplicationLink? = nil) async {
-        while !Task.isCancelled {
-            let r = Replicator(configuration: configuration)
-            link?.attach(r)
-            let offline = Mutex(false)
-            r.addStatusListener { s in
-                switch s.activity {
-                case .offline:
-                    let first = offline.withLock { o in defer { o = true }; return !o }
-                    if first { warn("ferry: \(name) unreachable (\(s.lastError.map { "\($0)" } ?? "?")); retrying") }
-                case .busy, .idle:
-                    if offline.withLock({ o in defer { o = false }; return o }) { warn("ferry: \(name) reachable again") }
-                default:
-                    break
-                }
-            }
-            r.start()
-            let error = await withTaskCancellationHandler {
-                await r.waitUntilStopped()
-            } onCancel: {
-                Task { await r.stop() }
-            }
-            if Task.isCancelled { await r.stop(); return }
-            warn("ferry: replication with \(name) stopped: \(error.map { "\($0)" } ?? "no error"); starting again in \(restartDelay)")
-            try? await Task.sleep(for: restartDelay)
-        }
-    }
 }
 
 /// The daemon as a service of the `ServiceGroup`: it is already serving when the group starts
@@ -240,15 +208,21 @@ struct DaemonService: Service {
     }
 }
 
-/// One `--replicate` peer as a service: replicates until graceful shutdown, which cancels the
-/// supervisor, which stops the replicator (saving its checkpoint).
-struct ReplicationService: Service {
-    let configuration: ReplicatorConfiguration
-    let name: String
-    let link: ReplicationLink
+/// Switches the scheduler's mode on SIGUSR1 (active) and SIGUSR2 (background).
+final class ModeSignals {
+    private let sources: [any DispatchSourceSignal]
 
-    func run() async throws {
-        let (configuration, name, link) = (configuration, name, link)
-        await cancelWhenGracefulShutdown { await Serve.keepReplicating(configuration, name: name, link: link) }
+    init(scheduler: ReplicationScheduler) {
+        var sources: [any DispatchSourceSignal] = []
+        for (sig, mode) in [(SIGUSR1, ReplicationScheduler.Mode.active), (SIGUSR2, .background)] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler { scheduler.setMode(mode) }
+            source.resume()
+            sources.append(source)
+        }
+        self.sources = sources
     }
+
+    func cancel() { for s in sources { s.cancel() } }
 }

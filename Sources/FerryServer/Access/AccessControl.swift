@@ -19,11 +19,15 @@ public final class AccessControl: Sendable {
         case anonymous
         /// A user of the users file (or of the fixed list).
         case user(String)
+        /// The bearer of the daemon's local token (`DaemonEndpoint`): the owner of the data
+        /// directory, a server admin.
+        case localAdmin
 
         public var description: String {
             switch self {
             case .anonymous: return "anonymous"
             case .user(let name): return name
+            case .localAdmin: return "_local_admin"
             }
         }
     }
@@ -73,6 +77,12 @@ public final class AccessControl: Sendable {
     /// Wrong credentials are refused even when anonymous access is on.
     public func authenticate(authorization: String?, certificate: TLSCertificate?) -> Result<Identity, RESTError> {
         let users = currentUsers()
+        if let authorization, authorization.hasPrefix("Bearer ") {
+            guard let token = localToken.withLock({ $0 }), Self.constantTimeEqual(Array(authorization.utf8.dropFirst(7)), Array(token.utf8)) else {
+                return .failure(.unauthorized("the bearer token is not this daemon's"))
+            }
+            return .success(.localAdmin)
+        }
         if let authorization {
             // The cache is keyed by a digest of the whole field, so a repeated request costs
             // one SHA-256 and no decoding; the password itself is never kept.
@@ -107,7 +117,20 @@ public final class AccessControl: Sendable {
         switch identity {
         case .anonymous: return policy.allowAnonymous ? policy.anonymousRole : nil
         case .user(let name): return currentUsers()[name]?.role(on: db)
+        case .localAdmin: return .admin
         }
+    }
+
+    /// The token that makes its bearer a server admin (`DaemonEndpoint`); nil = none accepted.
+    public func setLocalToken(_ token: String?) { localToken.withLock { $0 = token } }
+
+    private let localToken = Mutex<String?>(nil)
+
+    private static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        var d: UInt8 = 0
+        for i in a.indices { d |= a[i] ^ b[i] }
+        return d == 0
     }
 
     /// Whether the identity administers the server (admin of `*`): creates and deletes

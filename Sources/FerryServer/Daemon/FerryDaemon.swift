@@ -33,8 +33,24 @@ public final class FerryDaemon: Sendable {
         public var databaseOptions = DatabaseOptions()
         /// The version `GET /` reports.
         public var version = "0.1.0"
+        /// Where managed replications are kept (`DIR/_replicator.json`, or `FILE.replicator.json`
+        /// beside a single database); nil = none survive a restart.
+        public var replicationsFile: String?
+        /// How managed replications verify their peers' certificates (before their own pins).
+        public var replicationTLS = TLSClientConfiguration()
+        /// The longest wait between a managed replication's attempts to reach its peer.
+        public var retryMaxWait: Double = 30
+        /// Take the data's lock and write its endpoint file (`DaemonEndpoint`), so that the
+        /// `ferry` command finds this daemon and a second daemon on the same data refuses to start.
+        public var publishEndpoint = true
         /// A daemon of `location` with the defaults.
-        public init(location: DatabaseRegistry.Location) { self.location = location }
+        public init(location: DatabaseRegistry.Location) {
+            self.location = location
+            switch location {
+            case .directory(let dir): replicationsFile = ReplicationStore(dataDirectory: dir).path
+            case .single(_, let path): replicationsFile = path + ".replicator.json"
+            }
+        }
     }
 
     /// The databases served.
@@ -46,11 +62,14 @@ public final class FerryDaemon: Sendable {
     /// The replications this daemon runs itself (`ferry serve --replicate`): register them
     /// here for `/_up` and `/_metrics`.
     public let replications: ReplicationRegistry
+    /// The managed replications (`/_replicator`, `/_scheduler/jobs`).
+    public let scheduler: ReplicationScheduler
     /// The metrics `/_metrics` renders.
     public let metrics: DaemonMetrics
     /// The open REST connections and their byte counts.
     public let httpConnections: HTTPConnectionTracker
     private let listener: SyncListener
+    private let lock: DaemonEndpoint.Lock?
 
     /// The port bound.
     public var port: Int { listener.port }
@@ -64,7 +83,10 @@ public final class FerryDaemon: Sendable {
     public func replicationURL(for name: String) -> String { listener.url(for: PercentDecoding.encodeSegment(name)) }
 
     private init(registry: DatabaseRegistry, access: AccessControl, router: RESTRouter, replications: ReplicationRegistry,
-                 metrics: DaemonMetrics, httpConnections: HTTPConnectionTracker, listener: SyncListener) {
+                 scheduler: ReplicationScheduler, metrics: DaemonMetrics, httpConnections: HTTPConnectionTracker,
+                 listener: SyncListener, lock: DaemonEndpoint.Lock?) {
+        self.scheduler = scheduler
+        self.lock = lock
         self.registry = registry
         self.access = access
         self.router = router
@@ -80,16 +102,28 @@ public final class FerryDaemon: Sendable {
                              hooks: [@Sendable (RESTRequest, RESTRouter) async -> RESTResponse?] = [],
                              group: EventLoopGroup = .shared,
                              logger: Logger = Logger(label: "ferry.daemon")) async throws -> FerryDaemon {
-        let registry = try DatabaseRegistry(location: configuration.location, options: configuration.databaseOptions)
-        let box = Mutex<SyncListener?>(nil)
+        let lock = configuration.publishEndpoint ? try DaemonEndpoint.lock(DaemonEndpoint.prefix(for: configuration.location)) : nil
+        let registry: DatabaseRegistry
+        do { registry = try DatabaseRegistry(location: configuration.location, options: configuration.databaseOptions) } catch {
+            lock?.release()
+            throw error
+        }
+        var schedulerConfiguration = ReplicationScheduler.Configuration(store: configuration.replicationsFile.map(ReplicationStore.init(path:)))
+        schedulerConfiguration.heartbeat = configuration.heartbeat > 0 ? configuration.heartbeat : 300
+        schedulerConfiguration.retryMaxWait = configuration.retryMaxWait
+        schedulerConfiguration.tls = configuration.replicationTLS
         let replications = ReplicationRegistry()
+        let scheduler = ReplicationScheduler(configuration: schedulerConfiguration, resolve: { registry.database($0) },
+                                             links: replications, logger: Logger(label: "ferry.replications"))
+        let box = Mutex<SyncListener?>(nil)
         let metrics = DaemonMetrics()
         let tracker = HTTPConnectionTracker()
         let sources = DaemonMetrics.Sources(registry: registry, replications: replications, http: tracker,
                                             listener: { box.withLock { $0 } })
         let router = RESTRouter(registry: registry, access: access, serverID: try serverID(configuration.location, registry),
                                 version: configuration.version,
-                                hooks: [OperationsRoutes.hook(metrics: metrics, sources: sources)] + hooks, logger: logger)
+                                hooks: [OperationsRoutes.hook(metrics: metrics, sources: sources), ReplicatorRoutes.hook(scheduler)] + hooks,
+                                logger: logger)
         var sync = SyncListener.Configuration()
         sync.host = configuration.host
         sync.port = configuration.port
@@ -124,10 +158,31 @@ public final class FerryDaemon: Sendable {
                 })
             connection.start()
         }
-        let listener = try await SyncListener.start(resolving: { registry.database($0) }, configuration: sync, group: group, logger: logger)
+        let listener: SyncListener
+        do {
+            listener = try await SyncListener.start(resolving: { registry.database($0) }, configuration: sync, group: group, logger: logger)
+        } catch {
+            registry.closeAll()
+            lock?.release()
+            throw error
+        }
         box.withLock { $0 = listener }
-        return FerryDaemon(registry: registry, access: access, router: router, replications: replications,
-                           metrics: metrics, httpConnections: tracker, listener: listener)
+        let daemon = FerryDaemon(registry: registry, access: access, router: router, replications: replications, scheduler: scheduler,
+                                 metrics: metrics, httpConnections: tracker, listener: listener, lock: lock)
+        do {
+            if let lock {
+                let token = DaemonEndpoint.newToken()
+                access.setLocalToken(token)
+                let host = ["0.0.0.0", "::", ""].contains(configuration.host) ? "127.0.0.1" : listener.host
+                let url = "\(listener.secure ? "https" : "http")://\(host.contains(":") ? "[\(host)]" : host):\(listener.port)"
+                try DaemonEndpoint(url: url, token: token, pid: getpid()).publish(under: lock)
+            }
+            try scheduler.start()
+        } catch {
+            await daemon.stop()
+            throw error
+        }
+        return daemon
     }
 
     /// Registers a named pull filter for both sides of the port: BLIP clients select it with
@@ -147,9 +202,11 @@ public final class FerryDaemon: Sendable {
     /// Stops accepting, closes every replication client (WebSocket close 1001, "going away")
     /// and every REST connection, then closes the databases.
     public func stop() async {
+        await scheduler.stop()
         await listener.stop()
         httpConnections.closeAll()
         registry.closeAll()
+        lock?.release()
     }
 
     /// The server's stable ID: kept in `DIR/_server_id` (made on first start), or the one

@@ -1,0 +1,161 @@
+import FerryStore
+import Foundation
+
+/// The REST face of the managed replications (Protocol/replicator.md), answered by a router
+/// hook for server admins only (replication documents hold peer URLs and credentials):
+/// `/_replicator` documents, `POST /_replicate`, `/_scheduler/jobs`, `/_scheduler/docs` and
+/// Ferry's `/_scheduler/mode`.
+enum ReplicatorRoutes {
+    /// The hook for a router.
+    static func hook(_ scheduler: ReplicationScheduler) -> @Sendable (RESTRequest, RESTRouter) async -> RESTResponse? {
+        { request, router in
+            guard let first = request.segments.first, ["_replicator", "_replicate", "_scheduler"].contains(first) else { return nil }
+            do {
+                let identity = try router.identify(request)
+                guard router.access.isServerAdmin(identity) else { throw RESTError.forbidden("You are not a server admin.") }
+                switch first {
+                case "_replicator": return try await replicator(request, scheduler)
+                case "_replicate": return try await replicate(request, scheduler)
+                default: return try await schedulerRoute(request, scheduler)
+                }
+            } catch {
+                return RESTError.from(error).response
+            }
+        }
+    }
+
+    private static func replicator(_ r: RESTRequest, _ scheduler: ReplicationScheduler) async throws(RESTError) -> RESTResponse {
+        let s = r.segments
+        if s.count == 1 {
+            switch r.method {
+            case "GET", "HEAD":
+                return .json(200, .object(["db_name": "_replicator", "doc_count": .int(Int64(scheduler.entries.filter { !$0.transient }.count)),
+                                           "doc_del_count": 0]))
+            case "POST":
+                let body = try RESTRouter.jsonObject(r)
+                let id = body["_id"]?.stringValue ?? RESTRouter.newID()
+                return try await put(id, body, r, scheduler)
+            default: throw .methodNotAllowed("GET,HEAD,POST")
+            }
+        }
+        if s[1] == "_all_docs" {
+            try RESTRouter.allow(r, ["GET", "HEAD"])
+            let include = r[query: "include_docs"] == "true"
+            let rows: [JSONValue] = scheduler.entries.filter { !$0.transient }.map { e in
+                var row: [String: JSONValue] = ["id": .string(e.spec.id), "key": .string(e.spec.id), "value": .object(["rev": .string(e.revision)])]
+                if include { row["doc"] = ReplicationJob.document(e) }
+                return .object(row)
+            }
+            return .json(200, .object(["total_rows": .int(Int64(rows.count)), "offset": 0, "rows": .array(rows)]))
+        }
+        let id = s[1]
+        if s.count == 3 {
+            try RESTRouter.allow(r, ["POST"])
+            switch s[2] {
+            case "_pause": try await call { () throws(ReplicationScheduler.Failure) in try await scheduler.setPaused(id, true) }
+            case "_resume": try await call { () throws(ReplicationScheduler.Failure) in try await scheduler.setPaused(id, false) }
+            default: throw .notFound("no route \(r.head.target)")
+            }
+            return .ok()
+        }
+        guard s.count == 2 else { throw .notFound("no route \(r.head.target)") }
+        switch r.method {
+        case "GET", "HEAD":
+            guard let e = scheduler.entry(id), !e.transient else { throw .notFound("missing") }
+            return .json(200, ReplicationJob.document(e), headers: [("ETag", "\"\(e.revision)\"")])
+        case "PUT":
+            return try await put(id, try RESTRouter.jsonObject(r, strict: false), r, scheduler)
+        case "DELETE":
+            let rev = r[query: "rev"] ?? r.header("If-Match")?.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            guard let rev else { throw .conflict }
+            try await call { () throws(ReplicationScheduler.Failure) in try await scheduler.remove(id, revision: rev) }
+            return .json(200, .object(["ok": true, "id": .string(id), "rev": .string(ReplicationStore.nextRevision(after: rev))]))
+        default: throw .methodNotAllowed("DELETE,GET,HEAD,PUT")
+        }
+    }
+
+    private static func put(_ id: String, _ body: [String: JSONValue], _ r: RESTRequest,
+                            _ scheduler: ReplicationScheduler) async throws(RESTError) -> RESTResponse {
+        let spec: ReplicationSpec
+        do { spec = try ReplicationSpec(id: id, json: body) } catch { throw .badRequest(error.reason) }
+        let rev = body["_rev"]?.stringValue ?? r[query: "rev"]
+        let exclusively = r[query: "exclusively"] == "true" || body["exclusively"]?.boolValue == true
+        let newRev = try await call { () throws(ReplicationScheduler.Failure) in try await scheduler.put(spec, revision: rev, exclusively: exclusively) }
+        return .json(201, .object(["ok": true, "id": .string(id), "rev": .string(newRev)]))
+    }
+
+    /// `POST /_replicate`: a one-off replication (CouchDB's shape). A one-shot one answers when
+    /// done, with its history; a continuous one answers at once with its `_local_id`; `cancel`
+    /// stops one by `replication_id`.
+    private static func replicate(_ r: RESTRequest, _ scheduler: ReplicationScheduler) async throws(RESTError) -> RESTResponse {
+        try RESTRouter.allow(r, ["POST"])
+        let body = try RESTRouter.jsonObject(r)
+        if body["cancel"]?.boolValue == true {
+            guard let id = body["replication_id"]?.stringValue, scheduler.entry(id)?.transient == true else {
+                throw .notFound("no replication with that replication_id")
+            }
+            try await call { () throws(ReplicationScheduler.Failure) in try await scheduler.remove(id, revision: nil) }
+            return .json(200, .object(["ok": true, "_local_id": .string(id)]))
+        }
+        let id = "_replicate-" + RESTRouter.newID()
+        let spec: ReplicationSpec
+        do { spec = try ReplicationSpec(id: id, json: body) } catch { throw .badRequest(error.reason) }
+        let done = try await call { () throws(ReplicationScheduler.Failure) in try await scheduler.runOnce(spec) }
+        if spec.continuous { return .json(202, .object(["ok": true, "_local_id": .string(id)])) }
+        let j = done.journal
+        guard j.state == .completed else {
+            throw RESTError(500, "replication_failed", j.lastError ?? j.history.last?.reason ?? "the replication did not complete")
+        }
+        return .json(200, .object(["ok": true, "_local_id": .string(id), "docs_pushed": .int(Int64(j.docsPushed)),
+                                   "docs_pulled": .int(Int64(j.docsPulled)), "doc_write_failures": .int(Int64(j.docWriteFailures)),
+                                   "history": ReplicationJob.job(done, session: nil).objectValue?["history"] ?? .array([])]))
+    }
+
+    private static func schedulerRoute(_ r: RESTRequest, _ scheduler: ReplicationScheduler) async throws(RESTError) -> RESTResponse {
+        let s = r.segments
+        guard s.count >= 2 else { throw .notFound("no route \(r.head.target)") }
+        switch s[1] {
+        case "jobs":
+            try RESTRouter.allow(r, ["GET", "HEAD"])
+            if s.count == 3 {
+                guard let e = scheduler.entry(s[2]) else { throw .notFound("unknown job \(s[2])") }
+                return .json(200, ReplicationJob.job(e, session: scheduler.session(e.spec.id)))
+            }
+            let jobs = scheduler.entries.map { ReplicationJob.job($0, session: scheduler.session($0.spec.id)) }
+            return .json(200, .object(["total_rows": .int(Int64(jobs.count)), "offset": 0, "jobs": .array(jobs)]))
+        case "docs":
+            try RESTRouter.allow(r, ["GET", "HEAD"])
+            let docs = scheduler.entries.filter { !$0.transient }
+            if s.count == 4, s[2] == "_replicator" {
+                guard let e = docs.first(where: { $0.spec.id == s[3] }) else { throw .notFound("missing") }
+                return .json(200, ReplicationJob.doc(e))
+            }
+            return .json(200, .object(["total_rows": .int(Int64(docs.count)), "offset": 0, "docs": .array(docs.map(ReplicationJob.doc))]))
+        case "mode":
+            switch r.method {
+            case "GET", "HEAD": break
+            case "PUT", "POST":
+                let body = try RESTRouter.jsonObject(r)
+                guard let m = body["mode"]?.stringValue.flatMap(ReplicationScheduler.Mode.init(rawValue:)) else {
+                    throw .badRequest(#"mode must be "active" or "background""#)
+                }
+                scheduler.setMode(m)
+            default: throw .methodNotAllowed("GET,HEAD,PUT")
+            }
+            return .json(200, .object(["mode": .string(scheduler.mode.rawValue)]))
+        default:
+            throw .notFound("no route \(r.head.target)")
+        }
+    }
+
+    private static func call<T>(_ body: () async throws(ReplicationScheduler.Failure) -> T) async throws(RESTError) -> T {
+        do { return try await body() } catch {
+            switch error {
+            case .notFound(let s): throw .notFound(s)
+            case .conflict(let s): throw RESTError(409, "conflict", s)
+            case .invalid(let s): throw .badRequest(s)
+            case .io(let s): throw RESTError(500, "io_error", s)
+            }
+        }
+    }
+}

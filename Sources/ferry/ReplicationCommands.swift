@@ -1,0 +1,298 @@
+import ArgumentParser
+import FerryServer
+import FerryStore
+import FerrySync
+import Foundation
+
+/// `ferry replication`: managed replications of a daemon (Protocol/replicator.md), through
+/// the running daemon's REST API, or on its data's replications file when none runs (the
+/// daemon starts them when it starts).
+struct ReplicationCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replication",
+        abstract: "Add, list, show, pause, resume and remove a daemon's managed replications.",
+        discussion: """
+            Examples:
+              ferry replication add notes ws://laptop:4984/notes --data ~/ferry --continuous
+              ferry replication add notes ws://phone:4984/notes --data ~/ferry --every 15m --budget 30s --when-interface wlan0
+              ferry replication ls --data ~/ferry
+              ferry replication pause notes-phone --data ~/ferry
+            """,
+        subcommands: [Add.self, List.self, Show.self, Pause.self, Resume.self, Remove.self])
+
+    /// `ferry replication add NAME URL`.
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Add a replication of local database NAME with the peer at URL; it starts at once and after every restart.")
+
+        @Argument(help: "The local database.") var database: String
+        @Argument(help: "The peer's database URL, ws://host:port/db (wss://, http:// and https:// too; credentials in it are kept, never shown).") var peer: String
+        @OptionGroup var daemon: DaemonOptions
+        @Option(help: "The replication's ID (default: DATABASE-HOST-PORT).") var id: String?
+        @Flag(help: "Only push local changes.") var push = false
+        @Flag(help: "Only pull the peer's changes.") var pull = false
+        @Flag(help: "Keep running, propagating changes as they happen.") var continuous = false
+        @Option(name: .customLong("doc-id"), help: "Only this document (repeatable).") var docIDs: [String] = []
+        @Option(help: "A pull filter registered on the peer.") var filter: String?
+        @Option(name: .customLong("param"), help: ArgumentHelp("A parameter of --filter (repeatable).", valueName: "key=value")) var params: [String] = []
+        @Option(help: "Basic user name for the peer.") var peerUser: String?
+        @Option(help: "The password for --peer-user (stored, never shown).") var peerPassword: String?
+        @Option(help: ArgumentHelp("Trust only a peer certificate with this SHA-256 (hex; repeatable).", valueName: "sha256")) var pin: [String] = []
+        @Option(help: ArgumentHelp("Who wins a pulled conflict: default, local or remote.", valueName: "policy")) var conflicts = "default"
+        @Option(help: "Documents per batch.") var batchSize: Int?
+        @Option(help: ArgumentHelp("Run push-and-pull periodically, e.g. 15m (instead of one-shot or continuous).", valueName: "duration")) var every: String?
+        @Option(help: ArgumentHelp("The period in background mode (`ferry policy mode background`, SIGUSR2).", valueName: "duration")) var backgroundEvery: String?
+        @Option(help: ArgumentHelp("Stop each periodic run after this long, checkpointed; the next run goes on from there.", valueName: "duration")) var budget: String?
+        @Option(name: .customLong("when-interface"), help: ArgumentHelp("Run only while this network interface is up (repeatable: any of them).", valueName: "name")) var interfaces: [String] = []
+        @Flag(help: "Start a run only when the peer answers a TCP connect.") var whenReachable = false
+        @Option(name: .customLong("download-rule"), help: ArgumentHelp("An attachment download rule for pulls, e.g. contentType=text/*,priority=10 or minLength=1MiB,skip (repeatable, first match wins).", valueName: "rule")) var downloadRules: [String] = []
+        @Flag(help: "Stop and delete every other replication of DATABASE with another peer, in the same step.") var exclusively = false
+
+        func validate() throws {
+            if push && pull { throw ValidationError("--push and --pull exclude each other (the default does both)") }
+            if (peerUser == nil) != (peerPassword == nil) { throw ValidationError("--peer-user and --peer-password go together") }
+            if budget != nil && every == nil { throw ValidationError("--budget needs --every") }
+            if backgroundEvery != nil && every == nil { throw ValidationError("--background-every needs --every") }
+            if every != nil && continuous { throw ValidationError("--every and --continuous exclude each other") }
+        }
+
+        /// The replication document this command describes.
+        func document() throws -> [String: JSONValue] {
+            var o: [String: JSONValue] = ["database": .string(database), "peer": .string(peer),
+                                          "direction": .string(push ? "push" : pull ? "pull" : "both"), "continuous": .bool(continuous)]
+            if !docIDs.isEmpty { o["doc_ids"] = .array(docIDs.map { .string($0) }) }
+            if let filter { o["filter"] = .string(filter) }
+            if !params.isEmpty {
+                var q: [String: JSONValue] = [:]
+                for p in params {
+                    guard let eq = p.firstIndex(of: "=") else { throw ValidationError("--param \(p): expected key=value") }
+                    q[String(p[..<eq])] = .string(String(p[p.index(after: eq)...]))
+                }
+                o["query_params"] = .object(q)
+            }
+            if let peerUser, let peerPassword { o["auth"] = .object(["basic": .object(["username": .string(peerUser), "password": .string(peerPassword)])]) }
+            if !pin.isEmpty { o["tls_pins"] = .array(pin.map { .string($0) }) }
+            o["conflicts"] = .string(conflicts)
+            if let batchSize { o["batch_size"] = .int(Int64(batchSize)) }
+            if let every {
+                var s: [String: JSONValue] = ["every": .string(every)]
+                if let budget { s["budget"] = .string(budget) }
+                if let backgroundEvery { s["background_every"] = .string(backgroundEvery) }
+                o["schedule"] = .object(s)
+            }
+            if !interfaces.isEmpty || whenReachable {
+                o["conditions"] = .object(["interfaces": .array(interfaces.map { .string($0) }), "reachable": .bool(whenReachable)])
+            }
+            if !downloadRules.isEmpty { o["download"] = .array(try downloadRules.map(DownloadRuleJSON.parse)) }
+            return o
+        }
+
+        /// `DATABASE-HOST-PORT`, the default ID.
+        var defaultID: String {
+            let c = URLComponents(string: peer)
+            return [database, c?.host, c?.port.map(String.init)].compactMap { $0 }.joined(separator: "-")
+        }
+
+        func run() async throws {
+            let body = try document()
+            let id = self.id ?? defaultID
+            let spec: ReplicationSpec
+            do { spec = try ReplicationSpec(id: id, json: body) } catch { throw ValidationError(error.reason) }
+            if let client = try daemon.client() {
+                _ = try await client.send("PUT", "/_replicator/\(Percent.encode(id))\(exclusively ? "?exclusively=true" : "")", json: .object(body))
+                print("ferry: replication \(id) added to the daemon at \(client.url)\(exclusively ? " (exclusively)" : "")")
+            } else {
+                try OfflineReplications(daemon).update { entries in
+                    guard entries[id] == nil else { throw ValidationError("replication \(id) exists (remove it first, or give --id)") }
+                    if exclusively {
+                        for (k, e) in entries where e.spec.database == spec.database && e.spec.peer != spec.peer { entries[k] = nil }
+                    }
+                    var journal = ReplicationJournal()
+                    journal.record("added")
+                    entries[id] = ReplicationStore.Entry(revision: "1-" + String(UInt64.random(in: 0...UInt64.max), radix: 16), spec: spec, journal: journal)
+                }
+                print("ferry: replication \(id) added; it starts when the daemon starts")
+            }
+        }
+    }
+
+    /// `ferry replication ls`.
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "ls", abstract: "List the replications with their state.")
+        @OptionGroup var daemon: DaemonOptions
+        @Flag(help: "Print the jobs as JSON (the daemon's _scheduler/jobs shape).") var json = false
+
+        func run() async throws {
+            let jobs = try await Jobs.all(daemon)
+            if json {
+                print(String(decoding: CanonicalJSON.encode(.array(jobs)), as: UTF8.self))
+                return
+            }
+            if jobs.isEmpty { print("no replications"); return }
+            for j in jobs {
+                let o = j.objectValue ?? [:]
+                let info = o["info"]?.objectValue ?? [:]
+                let dir = o["direction"]?.stringValue ?? "?"
+                let peer = dir == "pull" ? o["source"]?.stringValue : o["target"]?.stringValue
+                print([o["id"]?.stringValue ?? "?", o["state"]?.stringValue ?? "?", o["database"]?.stringValue ?? "?", dir,
+                       peer ?? "?", "pushed \(info["docs_pushed"]?.intValue ?? 0)", "pulled \(info["docs_pulled"]?.intValue ?? 0)",
+                       "failures \(info["doc_write_failures"]?.intValue ?? 0)"].joined(separator: "\t"))
+            }
+        }
+    }
+
+    /// `ferry replication show ID`.
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show one replication: its document, state, counters, history and failed documents (JSON).")
+        @Argument(help: "The replication's ID.") var id: String
+        @OptionGroup var daemon: DaemonOptions
+
+        func run() async throws {
+            guard let job = try await Jobs.all(daemon).first(where: { $0.objectValue?["id"]?.stringValue == id }) else {
+                throw ValidationError("no replication \(id)")
+            }
+            print(String(decoding: CanonicalJSON.encode(job), as: UTF8.self))
+        }
+    }
+
+    /// `ferry replication pause ID`.
+    struct Pause: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Pause a replication (it stays paused across restarts).")
+        @Argument(help: "The replication's ID.") var id: String
+        @OptionGroup var daemon: DaemonOptions
+        func run() async throws { try await Jobs.setPaused(daemon, id, true) }
+    }
+
+    /// `ferry replication resume ID`.
+    struct Resume: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Resume a paused replication from its checkpoint.")
+        @Argument(help: "The replication's ID.") var id: String
+        @OptionGroup var daemon: DaemonOptions
+        func run() async throws { try await Jobs.setPaused(daemon, id, false) }
+    }
+
+    /// `ferry replication rm ID`.
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "rm", abstract: "Stop and delete a replication.")
+        @Argument(help: "The replication's ID.") var id: String
+        @OptionGroup var daemon: DaemonOptions
+
+        func run() async throws {
+            if let client = try daemon.client() {
+                let doc = try await client.get("/_replicator/\(Percent.encode(id))")
+                let rev = doc.objectValue?["_rev"]?.stringValue ?? ""
+                _ = try await client.send("DELETE", "/_replicator/\(Percent.encode(id))?rev=\(Percent.encode(rev))", json: nil)
+            } else {
+                try OfflineReplications(daemon).update { entries in
+                    guard entries.removeValue(forKey: id) != nil else { throw ValidationError("no replication \(id)") }
+                }
+            }
+            print("ferry: replication \(id) removed")
+        }
+    }
+}
+
+/// Reading and changing replications through the daemon or its file.
+enum Jobs {
+    /// Every job, in `_scheduler/jobs` shape.
+    static func all(_ daemon: DaemonOptions) async throws -> [JSONValue] {
+        if let client = try daemon.client() {
+            return try await client.get("/_scheduler/jobs").objectValue?["jobs"]?.arrayValue ?? []
+        }
+        return try OfflineReplications(daemon).entries().map(\.jobJSON)
+    }
+
+    static func setPaused(_ daemon: DaemonOptions, _ id: String, _ paused: Bool) async throws {
+        if let client = try daemon.client() {
+            _ = try await client.send("POST", "/_replicator/\(Percent.encode(id))/\(paused ? "_pause" : "_resume")", json: nil)
+        } else {
+            try OfflineReplications(daemon).update { entries in
+                guard var e = entries[id] else { throw ValidationError("no replication \(id)") }
+                e.journal.paused = paused
+                e.journal.record(paused ? "paused" : "resumed", state: paused ? .paused : .initializing)
+                entries[id] = e
+            }
+        }
+        print("ferry: replication \(id) \(paused ? "paused" : "resumed")")
+    }
+}
+
+/// The replications file of data no daemon serves, changed under the daemon's lock (so a
+/// daemon starting meanwhile waits for nothing and reads a whole file).
+struct OfflineReplications {
+    let store: ReplicationStore
+    let prefix: String
+
+    init(_ daemon: DaemonOptions) throws {
+        if let data = daemon.data {
+            store = ReplicationStore(dataDirectory: data)
+            prefix = DaemonEndpoint.prefix(for: .directory(data))
+        } else if let db = daemon.db {
+            store = ReplicationStore(path: db + ".replicator.json")
+            prefix = DaemonEndpoint.prefix(for: .single(name: "", path: db))
+        } else {
+            throw ValidationError("give --data DIR or --db FILE")
+        }
+    }
+
+    func entries() throws -> [ReplicationStore.Entry] {
+        try store.load().values.sorted { $0.spec.id < $1.spec.id }
+    }
+
+    func update(_ change: (inout [String: ReplicationStore.Entry]) throws -> Void) throws {
+        let lock = try DaemonEndpoint.lock(prefix)
+        defer { lock.release() }
+        var all = try store.load()
+        try change(&all)
+        try store.save(all)
+    }
+}
+
+/// Percent-encoding of one path segment.
+enum Percent {
+    static func encode(_ s: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
+    }
+}
+
+/// A `--download-rule` argument as the JSON a replication document keeps.
+enum DownloadRuleJSON {
+    static func parse(_ argument: String) throws -> JSONValue {
+        let rule: AttachmentDownloadRule
+        do { rule = try AttachmentDownloadRule(argument: argument) } catch { throw ValidationError("--download-rule \(argument): \(error)") }
+        let bytes = try JSONEncoder().encode(rule)
+        return try JSONParser.parse(Array(bytes), sizeLimit: bytes.count + 1)
+    }
+}
+
+/// `ferry policy mode active|background`: which period a daemon's periodic replications use.
+struct PolicyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "policy", abstract: "Switch a daemon's periodic replications between their active and background periods.",
+        subcommands: [Mode.self])
+
+    /// `ferry policy mode [active|background]`.
+    struct Mode: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show or set the mode (also: SIGUSR1 = active, SIGUSR2 = background to the daemon).",
+            discussion: "Example: ferry policy mode background --data ~/ferry")
+        @Argument(help: "active or background (omit to show the mode).") var mode: String?
+        @OptionGroup var daemon: DaemonOptions
+
+        func validate() throws {
+            if let mode, ReplicationScheduler.Mode(rawValue: mode) == nil { throw ValidationError("the mode is active or background") }
+        }
+
+        func run() async throws {
+            guard let client = try daemon.client() else { throw ValidationError("no daemon runs on that data") }
+            let answer: JSONValue
+            if let mode {
+                answer = try await client.send("PUT", "/_scheduler/mode", json: .object(["mode": .string(mode)]))
+            } else {
+                answer = try await client.get("/_scheduler/mode")
+            }
+            print(answer.objectValue?["mode"]?.stringValue ?? "?")
+        }
+    }
+}

@@ -1,0 +1,220 @@
+import FerryServer
+import FerryStore
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// `/_replicator`, `/_replicate` and `/_scheduler` on in-process daemons (Protocol/replicator.md).
+@Suite("Managed replications: the REST API")
+struct ReplicatorRoutesTests {
+    static let admin = DaemonFixture.user("root", "pw", ["*": .admin])
+    static let writer = DaemonFixture.user("ann", "pw", ["alpha": .writer])
+    static let root = ("root", "pw")
+
+    /// Polls `condition` every 20 ms until it holds or `seconds` pass.
+    static func eventually(_ seconds: Double = 20, _ condition: () async throws -> Bool) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            if try await condition() { return true }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return try await condition()
+    }
+
+    static func job(_ f: DaemonFixture, _ id: String) async throws -> [String: JSONValue] {
+        try await f.request("GET", "/_scheduler/jobs/\(id)", user: root).object
+    }
+
+    static func history(_ job: [String: JSONValue]) -> [String] {
+        (job["history"]?.arrayValue ?? []).compactMap { $0.objectValue?["type"]?.stringValue }
+    }
+
+    @Test func onlyServerAdminsSeeReplications() async throws {
+        let f = try await DaemonFixture(users: [Self.admin, Self.writer], databases: ["alpha"])
+        defer { Task { await f.stop() } }
+        #expect(try await f.request("GET", "/_scheduler/jobs").status == 401)
+        #expect(try await f.request("GET", "/_scheduler/jobs", user: ("ann", "pw")).status == 403)
+        #expect(try await f.request("PUT", "/_replicator/r", json: #"{"database":"alpha","peer":"ws://127.0.0.1:1/alpha"}"#,
+                                    user: ("ann", "pw")).status == 403)
+        #expect(try await f.request("GET", "/_scheduler/jobs", user: Self.root).status == 200)
+        // The token in DIR/_daemon.json (mode 0600) is an admin's; a wrong one is refused.
+        let endpoint = jsonObject(try String(contentsOfFile: f.dir.path("data") + "/_daemon.json", encoding: .utf8))
+        let token = try #require(endpoint["token"]?.stringValue)
+        #expect(try await f.request("GET", "/_scheduler/jobs", headers: [("Authorization", "Bearer \(token)")]).status == 200)
+        #expect(try await f.request("GET", "/_scheduler/jobs", headers: [("Authorization", "Bearer x\(token.dropFirst())")]).status == 401)
+        let mode = try FileManager.default.attributesOfItem(atPath: f.dir.path("data") + "/_daemon.json")[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+    }
+
+    @Test func documentsHaveRevisionsAndWriteOnlyCredentials() async throws {
+        let f = try await DaemonFixture(users: [Self.admin], databases: ["alpha"])
+        defer { Task { await f.stop() } }
+        // A peer that is not there: the replication crashes and retries, which is fine here.
+        let doc = #"{"source":"alpha","target":"http://bob:s3cret@127.0.0.1:9/alpha","continuous":true}"#
+        let put = try await f.request("PUT", "/_replicator/r1", json: doc, user: Self.root)
+        #expect(put.status == 201)
+        let rev1 = try #require(put.object["rev"]?.stringValue)
+        #expect(rev1.hasPrefix("1-"))
+        let get = try await f.request("GET", "/_replicator/r1", user: Self.root)
+        #expect(get.status == 200)
+        #expect(get.object["_rev"]?.stringValue == rev1)
+        #expect(get.object["peer"] == "ws://127.0.0.1:9/alpha")
+        #expect(get.object["direction"] == "push")
+        #expect(get.object["auth"] == .object(["basic": .object(["username": "bob", "password": "***"])]))
+        #expect(!get.text.contains("s3cret"))
+        #expect(!(try await f.request("GET", "/_scheduler/jobs", user: Self.root)).text.contains("s3cret"))
+        // The file keeps the password, readable by its owner only.
+        let file = f.dir.path("data") + "/_replicator.json"
+        #expect(try String(contentsOfFile: file, encoding: .utf8).contains("s3cret"))
+        #expect(try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int == 0o600)
+
+        // CouchDB's rules: an update needs the current _rev.
+        #expect(try await f.request("PUT", "/_replicator/r1", json: doc, user: Self.root).status == 409)
+        // A document read back (password "***") and written again keeps the stored password.
+        var back = get.object
+        back["continuous"] = false
+        let put2 = try await f.request("PUT", "/_replicator/r1", json: String(decoding: CanonicalJSON.encode(.object(back)), as: UTF8.self), user: Self.root)
+        #expect(put2.status == 201)
+        let rev2 = try #require(put2.object["rev"]?.stringValue)
+        #expect(rev2.hasPrefix("2-"))
+        #expect(try String(contentsOfFile: file, encoding: .utf8).contains("s3cret"))
+        #expect(Self.history(try await Self.job(f, "r1")).contains("updated"))
+
+        let all = try await f.request("GET", "/_replicator/_all_docs", user: Self.root)
+        #expect(all.object["total_rows"] == 1)
+        #expect(try await f.request("DELETE", "/_replicator/r1", user: Self.root).status == 409)
+        #expect(try await f.request("DELETE", "/_replicator/r1?rev=\(rev1)", user: Self.root).status == 409)
+        #expect(try await f.request("DELETE", "/_replicator/r1?rev=\(rev2)", user: Self.root).status == 200)
+        #expect(try await f.request("GET", "/_replicator/r1", user: Self.root).status == 404)
+        #expect(try await f.request("GET", "/_scheduler/jobs/r1", user: Self.root).status == 404)
+    }
+
+    @Test(arguments: [
+        (#"{"database":"alpha"}"#, "database and peer"),
+        (#"{"source":"alpha","target":"beta"}"#, "peer URL"),
+        (#"{"source":"ws://a:1/x","target":"ws://b:1/y"}"#, "local database"),
+        (#"{"database":"alpha","peer":"ftp://x/y"}"#, "not a peer URL"),
+        (#"{"database":"alpha","peer":"ws://h:1/alpha","direction":"sideways"}"#, "direction"),
+        (#"{"database":"alpha","peer":"ws://h:1/alpha","schedule":{"every":"soon"}}"#, "schedule.every"),
+        (#"{"database":"alpha","peer":"ws://h:1/alpha","download":[{"contentype":"text/*"}]}"#, "unknown key"),
+        (#"{"database":"alpha","peer":"ws://h:1/alpha","tls_pins":["abc"]}"#, "SHA-256"),
+        (#"{"database":"alpha","peer":"ws://h:1/alpha","batch_size":0}"#, "batch_size"),
+    ])
+    func badDocumentsAreRefusedWithAReason(_ doc: String, _ reason: String) async throws {
+        let f = try await DaemonFixture(users: [Self.admin], databases: ["alpha"])
+        defer { Task { await f.stop() } }
+        let r = try await f.request("PUT", "/_replicator/bad", json: doc, user: Self.root)
+        #expect(r.status == 400)
+        #expect(r.object["error"] == "bad_request")
+        #expect(r.object["reason"]?.stringValue?.contains(reason) == true, "\(r.text)")
+        #expect(try await f.request("GET", "/_scheduler/jobs", user: Self.root).object["total_rows"] == 0)
+    }
+
+    /// `POST /_replicate` runs a one-shot replication to its end and answers with what it did;
+    /// a pushed document is then on the peer. A continuous one is cancelled by its ID.
+    @Test func replicateRunsAOneOffAndCancelsAContinuousOne() async throws {
+        let a = try await DaemonFixture(users: [Self.admin], databases: ["alpha"])
+        defer { Task { await a.stop() } }
+        let b = try await DaemonFixture(allowAnonymous: true, databases: ["beta"])
+        defer { Task { await b.stop() } }
+        for i in 0..<5 { #expect(try await a.request("PUT", "/alpha/d\(i)", json: #"{"i":\#(i)}"#, user: Self.root).status == 201) }
+        let target = "http://127.0.0.1:\(b.daemon.port)/beta"
+        let r = try await a.request("POST", "/_replicate", json: #"{"source":"alpha","target":"\#(target)"}"#, user: Self.root)
+        #expect(r.status == 200, "\(r.text)")
+        #expect(r.object["ok"] == true)
+        #expect(r.object["docs_pushed"] == 5)
+        #expect(try await b.request("GET", "/beta/d4").status == 200)
+        #expect(try await a.request("GET", "/_scheduler/jobs", user: Self.root).object["total_rows"] == 0)
+
+        let c = try await a.request("POST", "/_replicate", json: #"{"source":"alpha","target":"\#(target)","continuous":true}"#, user: Self.root)
+        #expect(c.status == 202)
+        let id = try #require(c.object["_local_id"]?.stringValue)
+        #expect(try await a.request("GET", "/_scheduler/jobs/\(id)", user: Self.root).object["transient"] == true)
+        #expect(try await a.request("PUT", "/alpha/late", json: "{}", user: Self.root).status == 201)
+        #expect(try await Self.eventually { try await b.request("GET", "/beta/late").status == 200 })
+        let cancel = try await a.request("POST", "/_replicate", json: #"{"replication_id":"\#(id)","cancel":true}"#, user: Self.root)
+        #expect(cancel.status == 200)
+        #expect(try await a.request("GET", "/_scheduler/jobs/\(id)", user: Self.root).status == 404)
+
+        let unreachable = try await a.request("POST", "/_replicate", json: #"{"source":"alpha","target":"ws://127.0.0.1:9/x"}"#, user: Self.root)
+        #expect(unreachable.status == 500)
+        #expect(unreachable.object["error"] == "replication_failed")
+    }
+
+    /// The jobs show CouchDB's fields and Ferry's state; pausing and resuming are recorded,
+    /// and a paused replication carries nothing.
+    @Test func jobsPauseAndResume() async throws {
+        let a = try await DaemonFixture(users: [Self.admin], databases: ["alpha"])
+        defer { Task { await a.stop() } }
+        let b = try await DaemonFixture(allowAnonymous: true, databases: ["beta"])
+        defer { Task { await b.stop() } }
+        let doc = #"{"database":"alpha","peer":"ws://127.0.0.1:\#(b.daemon.port)/beta","continuous":true}"#
+        #expect(try await a.request("PUT", "/_replicator/r", json: doc, user: Self.root).status == 201)
+        #expect(try await a.request("PUT", "/alpha/one", json: "{}", user: Self.root).status == 201)
+        #expect(try await Self.eventually { try await b.request("GET", "/beta/one").status == 200 })
+        var job = try await Self.job(a, "r")
+        for key in ["id", "doc_id", "database", "source", "target", "state", "start_time", "info", "history", "node"] {
+            #expect(job[key] != nil, "job lacks \(key)")
+        }
+        #expect(job["state"] == "running")
+        #expect(job["info"]?.objectValue?["docs_written"] == 1)
+        #expect(Self.history(job).last == "added")
+
+        #expect(try await a.request("POST", "/_replicator/r/_pause", user: Self.root).status == 200)
+        job = try await Self.job(a, "r")
+        #expect(job["state"] == "paused")
+        #expect(try await a.request("PUT", "/alpha/two", json: "{}", user: Self.root).status == 201)
+        #expect(try await a.request("POST", "/_replicator/r/_resume", user: Self.root).status == 200)
+        #expect(try await Self.eventually { try await b.request("GET", "/beta/two").status == 200 })
+        job = try await Self.job(a, "r")
+        #expect(Array(Self.history(job).prefix(3)).contains("resumed"))
+        #expect(Self.history(job).contains("paused"))
+        let docs = try await a.request("GET", "/_scheduler/docs", user: Self.root)
+        #expect(docs.object["docs"]?.arrayValue?.first?.objectValue?["database"] == "_replicator")
+        #expect(try await a.request("POST", "/_replicator/nope/_pause", user: Self.root).status == 404)
+    }
+
+    /// A periodic replication runs again after its period, within its budget, and the mode
+    /// switches its period.
+    @Test func periodicRunsAndTheModeSwitchesThePeriod() async throws {
+        let a = try await DaemonFixture(users: [Self.admin], databases: ["alpha"])
+        defer { Task { await a.stop() } }
+        let b = try await DaemonFixture(allowAnonymous: true, databases: ["beta"])
+        defer { Task { await b.stop() } }
+        let doc = #"{"database":"alpha","peer":"ws://127.0.0.1:\#(b.daemon.port)/beta","schedule":{"every":"1s","background_every":"1h","budget":"5s"}}"#
+        #expect(try await a.request("PUT", "/_replicator/p", json: doc, user: Self.root).status == 201)
+        #expect(try await a.request("PUT", "/alpha/first", json: "{}", user: Self.root).status == 201)
+        #expect(try await Self.eventually { try await b.request("GET", "/beta/first").status == 200 })
+        #expect(try await Self.eventually {
+            Self.history(try await Self.job(a, "p")).filter { $0 == "completed" }.count >= 2
+        })
+        #expect(try await a.request("PUT", "/_scheduler/mode", json: #"{"mode":"background"}"#, user: Self.root).object["mode"] == "background")
+        // In background mode the next run is an hour away.
+        #expect(try await Self.eventually { try await Self.job(a, "p")["state"] == "pending" })
+        let runs = Self.history(try await Self.job(a, "p")).filter { $0 == "started" }.count
+        #expect(try await a.request("PUT", "/alpha/second", json: "{}", user: Self.root).status == 201)
+        #expect(try await a.request("PUT", "/_scheduler/mode", json: #"{"mode":"active"}"#, user: Self.root).status == 200)
+        #expect(try await Self.eventually { try await b.request("GET", "/beta/second").status == 200 })
+        #expect(Self.history(try await Self.job(a, "p")).filter { $0 == "started" }.count > runs)
+        #expect(try await a.request("PUT", "/_scheduler/mode", json: #"{"mode":"idle"}"#, user: Self.root).status == 400)
+    }
+
+    /// An interface condition: no run while the named interface does not exist or is down;
+    /// `lo` is up.
+    @Test func anInterfaceConditionHoldsRunsBack() async throws {
+        let a = try await DaemonFixture(users: [Self.admin], databases: ["alpha"])
+        defer { Task { await a.stop() } }
+        let b = try await DaemonFixture(allowAnonymous: true, databases: ["beta"])
+        defer { Task { await b.stop() } }
+        #expect(try await a.request("PUT", "/alpha/x", json: "{}", user: Self.root).status == 201)
+        let peer = "ws://127.0.0.1:\(b.daemon.port)/beta"
+        #expect(try await a.request("PUT", "/_replicator/wifi", json: #"{"database":"alpha","peer":"\#(peer)","conditions":{"interfaces":["ferrynone0"]}}"#, user: Self.root).status == 201)
+        #expect(try await Self.eventually { try await Self.job(a, "wifi")["state"] == "pending" })
+        let job = try await Self.job(a, "wifi")
+        #expect((job["history"]?.arrayValue?.first?.objectValue?["reason"]?.stringValue ?? "").contains("ferrynone0"))
+        #expect(try await b.request("GET", "/beta/x").status == 404)
+        #expect(try await a.request("PUT", "/_replicator/lo", json: #"{"database":"alpha","peer":"\#(peer)","conditions":{"interfaces":["lo"],"reachable":true}}"#, user: Self.root).status == 201)
+        #expect(try await Self.eventually { try await Self.job(a, "lo")["state"] == "completed" })
+        #expect(try await b.request("GET", "/beta/x").status == 200)
+    }
+}
