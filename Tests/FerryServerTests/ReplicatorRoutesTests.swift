@@ -137,8 +137,8 @@ struct ReplicatorRoutesTests {
         #expect(try await a.request("GET", "/_scheduler/jobs/\(id)", user: Self.root).status == 404)
 
         let unreachable = try await a.request("POST", "/_replicate", json: #"{"source":"alpha","target":"ws://127.0.0.1:9/x"}"#, user: Self.root)
-        #expect(unreachable.status == 500)
-        #expect(unreachable.object["error"] == "replication_failed")
+        #expect(unreachable.status == 404)
+        #expect(unreachable.object["error"] == "db_not_found")
     }
 
     /// The jobs show CouchDB's fields and Ferry's state; pausing and resuming are recorded,

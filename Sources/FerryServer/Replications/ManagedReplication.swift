@@ -36,6 +36,8 @@ final class ManagedReplication: Sendable {
         var pulled = 0
         var progress: ReplicationProgress?
         var activity = ActivityLevel.stopped
+        /// The last error that stopped or interrupted a run.
+        var lastError: ReplicationError?
     }
 
     private struct Inner: Sendable {
@@ -158,6 +160,7 @@ final class ManagedReplication: Sendable {
             let error = await replicate(configuration, budget: nil)
             if Task.isCancelled { return }
             if let error {
+                inner.withLock { $0.session.lastError = error }
                 failures += 1
                 let delay = min(5 * pow(2, Double(failures - 1)), 300)
                 record("crashed", .crashing, reason: "\(error); retrying in \(Int(delay)) s")
@@ -307,6 +310,7 @@ final class ManagedReplication: Sendable {
             guard st.task != nil else { return (false, nil) }
             if s.activity == .offline, let e = s.lastError, st.countedError != e {
                 st.countedError = e
+                st.session.lastError = e
                 st.entry.journal.lastError = "\(e)"
                 st.entry.journal.lastErrorTime = Date().timeIntervalSince1970
                 return (true, Self.record(&st, "crashed", .crashing, "\(e)"))

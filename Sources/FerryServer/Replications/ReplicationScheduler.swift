@@ -215,16 +215,18 @@ public final class ReplicationScheduler: Sendable {
         try result.get()
     }
 
-    /// Runs `spec` once, as a transient replication, and returns its entry when it is done
-    /// (`POST /_replicate`); a continuous one is started and returned at once.
-    public func runOnce(_ spec: ReplicationSpec) async throws(Failure) -> ReplicationStore.Entry {
+    /// Runs `spec` once, as a transient replication, and returns its entry and the error that
+    /// stopped it when it is done (`POST /_replicate`); a continuous one is started and
+    /// returned at once.
+    public func runOnce(_ spec: ReplicationSpec) async throws(Failure) -> (ReplicationStore.Entry, ReplicationError?) {
         try await put(spec, revision: nil, transient: true)
         guard !spec.continuous, let m = replications.withLock({ $0[spec.id] }) else {
-            return entry(spec.id) ?? ReplicationStore.Entry(revision: "", spec: spec, journal: ReplicationJournal())
+            return (entry(spec.id) ?? ReplicationStore.Entry(revision: "", spec: spec, journal: ReplicationJournal()), nil)
         }
         let done = await m.waitUntilSettled()
+        let error = m.session.lastError
         try? await remove(spec.id, revision: nil)
-        return done
+        return (done, error)
     }
 
     private func managed(_ entry: ReplicationStore.Entry, _ env: ManagedReplication.Environment) -> ManagedReplication {

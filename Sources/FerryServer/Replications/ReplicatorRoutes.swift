@@ -1,4 +1,5 @@
 import FerryStore
+import FerrySync
 import Foundation
 
 /// The REST face of the managed replications (Protocol/replicator.md), answered by a router
@@ -100,11 +101,18 @@ enum ReplicatorRoutes {
         let id = "_replicate-" + RESTRouter.newID()
         let spec: ReplicationSpec
         do { spec = try ReplicationSpec(id: id, json: body) } catch { throw .badRequest(error.reason) }
-        let done = try await call { () throws(ReplicationScheduler.Failure) in try await scheduler.runOnce(spec) }
+        let (done, error) = try await call { () throws(ReplicationScheduler.Failure) in try await scheduler.runOnce(spec) }
         if spec.continuous { return .json(202, .object(["ok": true, "_local_id": .string(id)])) }
         let j = done.journal
         guard j.state == .completed else {
-            throw RESTError(500, "replication_failed", j.lastError ?? j.history.last?.reason ?? "the replication did not complete")
+            let reason = j.lastError ?? j.history.last?.reason ?? "the replication did not complete"
+            // CouchDB's answers: a peer that cannot be reached or has no such database is
+            // `db_not_found`; a refusal keeps its status.
+            switch error {
+            case .connection?, .invalidURL?, .httpStatus(404, _)?: throw RESTError(404, "db_not_found", "could not open \(spec.peer): \(reason)")
+            case .httpStatus(let s, _)? where s == 401 || s == 403: throw RESTError(s, s == 401 ? "unauthorized" : "forbidden", reason)
+            default: throw RESTError(500, "replication_failed", reason)
+            }
         }
         return .json(200, .object(["ok": true, "_local_id": .string(id), "docs_pushed": .int(Int64(j.docsPushed)),
                                    "docs_pulled": .int(Int64(j.docsPulled)), "doc_write_failures": .int(Int64(j.docWriteFailures)),
