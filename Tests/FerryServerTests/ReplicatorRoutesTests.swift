@@ -217,4 +217,27 @@ struct ReplicatorRoutesTests {
         #expect(try await Self.eventually { try await Self.job(a, "lo")["state"] == "completed" })
         #expect(try await b.request("GET", "/beta/x").status == 200)
     }
+
+    /// A replication document's `download` rules reach the pull: a small text attachment
+    /// arrives, one over 1 MiB stays unfetched with its metadata.
+    @Test func downloadRulesOfADocumentShapeThePull() async throws {
+        let a = try await DaemonFixture(users: [Self.admin], databases: ["alpha"])
+        defer { Task { await a.stop() } }
+        let b = try await DaemonFixture(allowAnonymous: true, databases: ["beta"])
+        defer { Task { await b.stop() } }
+        let rev = try #require(try await b.request("PUT", "/beta/doc", json: "{}").object["rev"]?.stringValue)
+        let small = try await b.request("PUT", "/beta/doc/note.txt?rev=\(rev)", body: Array("hello".utf8), headers: [("Content-Type", "text/plain")])
+        let rev2 = try #require(small.object["rev"]?.stringValue)
+        let big = [UInt8](repeating: 7, count: (1 << 20) + 10)
+        #expect(try await b.request("PUT", "/beta/doc/big.bin?rev=\(rev2)", body: big, headers: [("Content-Type", "application/octet-stream")]).status == 201)
+        let doc = #"{"database":"alpha","peer":"ws://127.0.0.1:\#(b.daemon.port)/beta","direction":"pull","download":[{"minLength":"1MiB","skip":true},{"contentType":"text/*","priority":10}]}"#
+        #expect(try await a.request("PUT", "/_replicator/dl", json: doc, user: Self.root).status == 201)
+        #expect(try await Self.eventually { try await Self.job(a, "dl")["state"] == "completed" })
+        let db = try #require(a.daemon.registry.database("alpha"))
+        let pulled = try #require(try db.document("doc"))
+        let atts = Dictionary(uniqueKeysWithValues: try db.attachments(of: pulled).map { ($0.name, $0) })
+        #expect(atts["note.txt"]?.isFetched == true)
+        #expect(atts["big.bin"]?.isFetched == false)
+        #expect(atts["big.bin"]?.length == Int64(big.count))
+    }
 }
