@@ -12,16 +12,25 @@ enum ReplicatorRoutes {
         { request, router in
             guard let first = request.segments.first, ["_replicator", "_replicate", "_scheduler"].contains(first) else { return nil }
             do {
-                let identity = try router.identify(request)
-                guard router.access.isServerAdmin(identity) else { throw RESTError.forbidden("You are not a server admin.") }
-                switch first {
-                case "_replicator": return try await replicator(request, scheduler)
-                case "_replicate": return try await replicate(request, scheduler)
-                default: return try await schedulerRoute(request, scheduler)
-                }
+                return try await route(first, request, router, scheduler)
             } catch {
                 return RESTError.from(error).response
             }
+        }
+    }
+
+    /// A server admin's request to `first`. A function of its own, not inlined: with this body
+    /// inside the hook's closure, Swift 6.3.1's optimizer crashes (signal 11 splitting the
+    /// closure's coroutine, in `emitSetAndGetSwiftErrorValueAround`) in release builds.
+    @inline(never)
+    private static func route(_ first: String, _ request: RESTRequest, _ router: RESTRouter,
+                              _ scheduler: ReplicationScheduler) async throws(RESTError) -> RESTResponse {
+        let identity = try router.identify(request)
+        guard router.access.isServerAdmin(identity) else { throw RESTError.forbidden("You are not a server admin.") }
+        switch first {
+        case "_replicator": return try await replicator(request, scheduler)
+        case "_replicate": return try await replicate(request, scheduler)
+        default: return try await schedulerRoute(request, scheduler)
         }
     }
 
