@@ -152,7 +152,6 @@ struct ManagedReplicationProcessTests {
         #expect(unfinished >= 5, "the kill came too late to test resuming: \(remaining)")
 
         let daemon = try await ServeProcess(["--data", a, "--allow-anonymous"])
-        defer { Task { await daemon.stop() } }
         let admin = try Admin(dataDirectory: a)
         let done = try await Self.eventually(120) {
             for c in cases {
@@ -185,6 +184,19 @@ struct ManagedReplicationProcessTests {
             let history = (job["history"]?.arrayValue ?? []).compactMap { $0.objectValue?["type"]?.stringValue }
             #expect(history.contains("restarted"), "\(c.id): \(history)")
             #expect(history.contains("added"), "\(c.id): \(history)")
+        }
+
+        // A graceful restart: completed one-shot replications stay completed and do not run again.
+        #expect(await daemon.stop() == 0)
+        let third = try await ServeProcess(["--data", a, "--allow-anonymous"])
+        defer { Task { await third.stop() } }
+        let admin3 = try Admin(dataDirectory: a)
+        let after = try await admin3.jobs()
+        for c in cases where !c.continuous {
+            let job = try #require(after[c.id])
+            #expect(job["state"] == "completed", "\(c.id): \(job["state"] ?? "?")")
+            let history = (job["history"]?.arrayValue ?? []).compactMap { $0.objectValue?["type"]?.stringValue }
+            #expect(Array(history.prefix(2)) == ["restarted", "completed"], "\(c.id): \(history)")
         }
     }
 

@@ -65,6 +65,8 @@ final class ManagedReplication: Sendable {
     }
 
     var entry: ReplicationStore.Entry { inner.withLock { $0.entry } }
+    /// Whether it is working (not paused, completed or failed for good).
+    var isRunning: Bool { inner.withLock { $0.task != nil } }
     var session: Session { inner.withLock { $0.session } }
 
     /// Starts working (a paused one only records that it is paused). `reason` goes in the history.
@@ -75,8 +77,18 @@ final class ManagedReplication: Sendable {
                 if s.entry.journal.state != .paused { s.entry.journal.record("paused", state: .paused) }
                 return
             }
-            s.entry.journal.record(event, state: .initializing)
-            s.task = Task { [self] in await run() }
+            // A one-shot replication that completed stays completed across restarts (CouchDB's
+            // rule); only a change of its document runs it again.
+            let spec = s.entry.spec
+            let finished = s.entry.journal.state == .completed && !spec.continuous && spec.schedule == nil
+            s.entry.journal.record(event, state: finished ? nil : .initializing)
+            if finished { return }
+            s.task = Task { [self] in
+                await run()
+                // Done on its own (completed, failed): no longer running. A stop() that raced
+                // this has cleared it already.
+                inner.withLock { $0.task = nil }
+            }
         }
         environment.changed(id, true)
     }

@@ -63,7 +63,7 @@ enum ReplicationJob {
         o["_rev"] = .string(e.revision)
         o["_replication_state"] = .string(e.journal.state.rawValue)
         o["_replication_state_time"] = .string(ReplicationJournal.iso(e.journal.lastUpdated))
-        if let r = e.journal.lastError, e.journal.state == .failed || e.journal.state == .crashing {
+        if e.journal.state == .failed || e.journal.state == .crashing, let r = e.journal.history.last?.reason ?? e.journal.lastError {
             o["_replication_state_reason"] = .string(r)
         }
         o["_replication_stats"] = .object(infoJSON(e))

@@ -114,7 +114,8 @@ public final class ReplicationScheduler: Sendable {
         await gate.run {
             let all = replications.withLock { Array($0.values) }
             await withTaskGroup(of: Void.self) { g in
-                for m in all { g.addTask { await m.stop("stopped", state: m.entry.journal.state == .completed ? nil : .pending) } }
+                // Only what is working is stopped; a paused, completed or failed one keeps its state.
+                for m in all where m.isRunning { g.addTask { await m.stop("stopped", state: .pending) } }
             }
             save()
         }

@@ -202,6 +202,7 @@ public struct ReplicationSpec: Sendable, Equatable {
             var sched = Schedule(every: try Self.seconds(every, "schedule.every"))
             guard sched.every >= 1 else { throw Invalid("schedule.every must be at least 1 s") }
             if let b = so["background_every"], b != .null { sched.backgroundEvery = try Self.seconds(b, "schedule.background_every") }
+            guard (sched.backgroundEvery ?? 1) >= 1 else { throw Invalid("schedule.background_every must be at least 1 s") }
             if let b = so["budget"], b != .null { sched.budget = try Self.seconds(b, "schedule.budget") }
             schedule = sched
         }
@@ -296,9 +297,9 @@ public struct ReplicationSpec: Sendable, Equatable {
 
     /// Seconds from a number or a string like `"15m"`, `"30s"`, `"1h"`, `"500ms"`.
     static func seconds(_ v: JSONValue, _ name: String) throws(Invalid) -> Double {
-        if let d = v.doubleValue, d >= 0 { return d }
-        if let s = v.stringValue, let d = parseDuration(s) { return d }
-        throw Invalid("\(name) must be seconds or a duration such as 30s, 15m, 1h")
+        // At most a year: a larger one (1e300, "inf") would trap converting to a Duration.
+        if let d = v.doubleValue ?? v.stringValue.flatMap(parseDuration), d >= 0, d <= 365 * 86400 { return d }
+        throw Invalid("\(name) must be seconds or a duration such as 30s, 15m, 1h (at most 365 days)")
     }
 
     /// `"15m"` → 900; nil if not a duration.

@@ -90,7 +90,7 @@ public struct ReplicationStore: Sendable {
         guard fd >= 0 else { throw .io("cannot write \(tmp): errno \(errno)") }
         var off = 0
         while off < bytes.count {
-            let n = bytes.withUnsafeBytes { b in write(fd, b.baseAddress! + off, b.count - off) }
+            let n = bytes.withUnsafeBytes { b in b.baseAddress.map { write(fd, $0 + off, b.count - off) } ?? 0 }
             if n < 0 {
                 if errno == EINTR { continue }
                 close(fd)

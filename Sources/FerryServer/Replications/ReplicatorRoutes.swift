@@ -116,7 +116,8 @@ enum ReplicatorRoutes {
         guard j.state == .completed else {
             let reason = j.lastError ?? j.history.last?.reason ?? "the replication did not complete"
             // CouchDB's answers: a peer that cannot be reached or has no such database is
-            // `db_not_found`; a refusal keeps its status.
+            // `db_not_found`; a refusal keeps its status. `failed` is a local database not served.
+            if j.state == .failed { throw RESTError(404, "db_not_found", "could not open \(spec.database): \(reason)") }
             switch error {
             case .connection?, .invalidURL?, .httpStatus(404, _)?: throw RESTError(404, "db_not_found", "could not open \(spec.peer): \(reason)")
             case .httpStatus(let s, _)? where s == 401 || s == 403: throw RESTError(s, s == 401 ? "unauthorized" : "forbidden", reason)
