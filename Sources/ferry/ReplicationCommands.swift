@@ -102,7 +102,7 @@ struct ReplicationCommand: AsyncParsableCommand {
                 print("ferry: replication \(id) added to the daemon at \(client.url)\(exclusively ? " (exclusively)" : "")")
             } else {
                 try OfflineReplications(daemon).update { entries in
-                    guard entries[id] == nil else { throw ValidationError("replication \(id) exists (remove it first, or give --id)") }
+                    guard entries[id] == nil else { throw CommandFailure("replication \(id) exists (remove it first, or give --id)") }
                     if exclusively {
                         for (k, e) in entries where e.spec.database == spec.database && e.spec.peer != spec.peer { entries[k] = nil }
                     }
@@ -148,7 +148,7 @@ struct ReplicationCommand: AsyncParsableCommand {
 
         func run() async throws {
             guard let job = try await Jobs.all(daemon).first(where: { $0.objectValue?["id"]?.stringValue == id }) else {
-                throw ValidationError("no replication \(id)")
+                throw CommandFailure("no replication \(id)")
             }
             print(String(decoding: CanonicalJSON.encode(job), as: UTF8.self))
         }
@@ -183,7 +183,7 @@ struct ReplicationCommand: AsyncParsableCommand {
                 _ = try await client.send("DELETE", "/_replicator/\(Percent.encode(id))?rev=\(Percent.encode(rev))", json: nil)
             } else {
                 try OfflineReplications(daemon).update { entries in
-                    guard entries.removeValue(forKey: id) != nil else { throw ValidationError("no replication \(id)") }
+                    guard entries.removeValue(forKey: id) != nil else { throw CommandFailure("no replication \(id)") }
                 }
             }
             print("ferry: replication \(id) removed")
@@ -206,7 +206,7 @@ enum Jobs {
             _ = try await client.send("POST", "/_replicator/\(Percent.encode(id))/\(paused ? "_pause" : "_resume")", json: nil)
         } else {
             try OfflineReplications(daemon).update { entries in
-                guard var e = entries[id] else { throw ValidationError("no replication \(id)") }
+                guard var e = entries[id] else { throw CommandFailure("no replication \(id)") }
                 e.journal.paused = paused
                 e.journal.record(paused ? "paused" : "resumed", state: paused ? .paused : .initializing)
                 entries[id] = e
@@ -239,6 +239,8 @@ struct OfflineReplications {
     }
 
     func update(_ change: (inout [String: ReplicationStore.Entry]) throws -> Void) throws {
+        let dir = (store.path as NSString).deletingLastPathComponent
+        if !dir.isEmpty { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
         let lock = try DaemonEndpoint.lock(prefix)
         defer { lock.release() }
         var all = try store.load()
@@ -285,7 +287,7 @@ struct PolicyCommand: AsyncParsableCommand {
         }
 
         func run() async throws {
-            guard let client = try daemon.client() else { throw ValidationError("no daemon runs on that data") }
+            guard let client = try daemon.client() else { throw CommandFailure("no daemon serves that data (start one with ferry serve)") }
             let answer: JSONValue
             if let mode {
                 answer = try await client.send("PUT", "/_scheduler/mode", json: .object(["mode": .string(mode)]))
@@ -295,4 +297,11 @@ struct PolicyCommand: AsyncParsableCommand {
             print(answer.objectValue?["mode"]?.stringValue ?? "?")
         }
     }
+}
+
+/// A command that could not do its work (not a usage error): `Error: …` and exit status 1,
+/// without the usage text a `ValidationError` prints.
+struct CommandFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }
