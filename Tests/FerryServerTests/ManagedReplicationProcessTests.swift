@@ -245,4 +245,52 @@ struct ManagedReplicationProcessTests {
         #expect(ls.status == 0)
         #expect(!ls.output.contains("x-to-1") && ls.output.contains("x-to-4"), "\(ls.output)")
     }
+
+    /// `ferry replication` edits the file when no daemon runs (the daemon starts what it finds),
+    /// and goes through the running daemon otherwise; a second daemon on the same data refuses.
+    @Test func theCommandWorksOnTheFileAndThroughTheDaemon() async throws {
+        let dir = TempDir()
+        let (a, b) = (dir.path("a"), dir.path("b"))
+        try FileManager.default.createDirectory(atPath: b, withIntermediateDirectories: true)
+        try Self.fill("\(b)/n.ferry", prefix: "none", count: 0)
+        let peer = try await ServeProcess(["--data", b, "--allow-anonymous"])
+        defer { Task { await peer.stop() } }
+        // No daemon yet: the command writes DIR/_replicator.json itself.
+        let add = try await Self.ferry(["replication", "add", "n", "\(peer.wsURL)/n", "--id", "r", "--continuous", "--push", "--data", a])
+        #expect(add.status == 0, "\(add.output)")
+        #expect(add.output.contains("starts when the daemon starts"))
+        let offline = try await Self.ferry(["replication", "ls", "--data", a])
+        #expect(offline.output.contains("r\tinitializing\tn\tpush"), "\(offline.output)")
+        #expect(try await Self.ferry(["replication", "add", "n", "\(peer.wsURL)/n", "--id", "r", "--data", a]).status == 1)
+
+        try Self.fill("\(a)/n.ferry", prefix: "a", count: 3)
+        let daemon = try await ServeProcess(["--data", a, "--allow-anonymous"])
+        defer { Task { await daemon.stop() } }
+        #expect(try await Self.eventually(20) { jsonObject(try await curl(["\(peer.baseURL)/n"]).body)["doc_count"] == 3 })
+        // A second daemon on the same data refuses to start, naming the first.
+        let second = try await Self.ferry(["serve", "--data", a, "--port", "0", "--allow-anonymous"])
+        #expect(second.status != 0)
+        #expect(second.output.contains("already served by process \(daemon.process.processIdentifier)"), "\(second.output)")
+
+        #expect(try await Self.ferry(["replication", "pause", "r", "--data", a]).status == 0)
+        let shown = try await Self.ferry(["replication", "show", "r", "--data", a])
+        #expect(jsonObject(shown.output)["state"] == "paused", "\(shown.output)")
+        #expect(try await Self.ferry(["replication", "resume", "r", "--data", a]).status == 0)
+        let json = try await Self.ferry(["replication", "ls", "--json", "--data", a])
+        let jobs = (try? JSONParser.parse(Array(json.output.utf8)).arrayValue) ?? nil
+        #expect(jobs?.count == 1)
+        let history = (jobs?.first?.objectValue?["history"]?.arrayValue ?? []).compactMap { $0.objectValue?["type"]?.stringValue }
+        #expect(history.contains("paused") && history.contains("resumed") && history.contains("restarted"), "\(history)")
+        #expect(try await Self.ferry(["replication", "rm", "r", "--data", a]).status == 0)
+        #expect(try await Self.ferry(["replication", "ls", "--data", a]).output.contains("no replications"))
+        let missing = try await Self.ferry(["replication", "rm", "r", "--data", a])
+        #expect(missing.status == 1)
+        #expect(missing.output.contains("404") || missing.output.contains("no replication"), "\(missing.output)")
+        // SIGUSR2 and SIGUSR1 switch the mode.
+        kill(daemon.process.processIdentifier, SIGUSR2)
+        #expect(try await Self.eventually(5) { try await Self.ferry(["policy", "mode", "--data", a]).output.contains("background") })
+        kill(daemon.process.processIdentifier, SIGUSR1)
+        #expect(try await Self.eventually(5) { try await Self.ferry(["policy", "mode", "--data", a]).output.contains("active") })
+        #expect(try await Self.ferry(["policy", "mode", "background", "--data", a]).output.contains("background"))
+    }
 }
