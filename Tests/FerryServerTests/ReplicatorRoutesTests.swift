@@ -240,4 +240,31 @@ struct ReplicatorRoutesTests {
         #expect(atts["big.bin"]?.isFetched == false)
         #expect(atts["big.bin"]?.length == Int64(big.count))
     }
+
+    /// Documents the peer's validation refuses are listed in the job, one by one, with the
+    /// reason; the replication completes with the others.
+    @Test func documentFailuresAreListedWithTheirReasons() async throws {
+        let a = try await DaemonFixture(users: [Self.admin], databases: ["alpha"])
+        defer { Task { await a.stop() } }
+        let b = try await DaemonFixture(allowAnonymous: true, databases: ["beta"])
+        defer { Task { await b.stop() } }
+        let beta = try #require(b.daemon.registry.database("beta"))
+        beta.setValidation(named: "no-bad") { rev, _ in
+            rev.properties["bad"] == .bool(true) ? .reject(message: "bad documents are refused here") : .accept
+        }
+        for i in 0..<4 { #expect(try await a.request("PUT", "/alpha/ok-\(i)", json: "{}", user: Self.root).status == 201) }
+        for i in 0..<2 { #expect(try await a.request("PUT", "/alpha/bad-\(i)", json: #"{"bad":true}"#, user: Self.root).status == 201) }
+        let doc = #"{"database":"alpha","peer":"ws://127.0.0.1:\#(b.daemon.port)/beta","direction":"push"}"#
+        #expect(try await a.request("PUT", "/_replicator/v", json: doc, user: Self.root).status == 201)
+        #expect(try await Self.eventually { try await Self.job(a, "v")["state"] == "completed" })
+        let info = try #require(try await Self.job(a, "v")["info"]?.objectValue)
+        #expect(info["docs_pushed"] == 4)
+        #expect(info["doc_write_failures"] == 2)
+        let failures = (info["failures"]?.arrayValue ?? []).compactMap(\.objectValue)
+        #expect(Set(failures.compactMap { $0["doc_id"]?.stringValue }) == ["bad-0", "bad-1"])
+        #expect(failures.allSatisfy { ($0["reason"]?.stringValue ?? "").contains("bad documents are refused here") }, "\(failures)")
+        #expect(failures.allSatisfy { $0["time"]?.stringValue != nil })
+        let lastError = info["error"]?.stringValue ?? ""
+        #expect(lastError.hasPrefix("bad-"))
+    }
 }
