@@ -71,6 +71,7 @@ struct Sync: AsyncParsableCommand {
         let replicator = Replicator(configuration: c)
 
         let terminal = isatty(STDERR_FILENO) != 0
+        let bar = ProgressBar.wanted() ? ProgressBar() : nil
         let events = replicator.documentEvents()
         let tally = Task { () -> [String: Int] in
             var counts: [String: Int] = [:]
@@ -81,21 +82,24 @@ struct Sync: AsyncParsableCommand {
                 case .conflictResolved: counts["conflicts resolved", default: 0] += 1
                 case .failed(let error):
                     counts["errors", default: 0] += 1
-                    warn("\(terminal ? "\r\u{1B}[K" : "")ferry: \(e.documentID): \(error)")
+                    if let bar { bar.printAbove("ferry: \(e.documentID): \(error)") } else { warn("ferry: \(e.documentID): \(error)") }
                 }
             }
             return counts
         }
-        if terminal {
+        if let bar {
+            let work = push ? "pushing" : pull ? "pulling" : "syncing"
             replicator.addStatusListener { s in
-                FileHandle.standardError.write(Data("\r\u{1B}[K\(s.activity.rawValue) \(s.progress.completed)/\(s.progress.total)".utf8))
+                bar.update(label: s.activity == .busy ? work : s.activity.rawValue, completed: s.progress.completed, total: s.progress.total)
             }
+            bar.start()
         }
         replicator.start()
         // A continuous replication runs until Ctrl-C / SIGTERM; a one-shot one until done.
         let stop = continuous ? Task { await waitForTerminationSignal(); await replicator.stop() } : nil
         let error = await replicator.waitUntilStopped()
         stop?.cancel()
+        await bar?.stop()
         try finish(await tally.value, error: error, terminal: terminal)
         db.close()
     }
