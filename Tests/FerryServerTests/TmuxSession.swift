@@ -2,7 +2,8 @@ import FerryTestSupport
 import Foundation
 
 /// A real terminal for tests: a detached tmux session of a fixed size, on a tmux server of its
-/// own (`-L`, a socket no one else uses, so the tests neither see nor disturb anyone's tmux),
+/// own (`-S`, a socket in the test's temporary directory, so the tests neither see nor disturb
+/// anyone's tmux and leave no socket behind),
 /// read with `capture-pane` as a user would see it.
 final class TmuxSession: @unchecked Sendable {
     // @unchecked: every member is set once in init and only read afterwards.
@@ -10,7 +11,7 @@ final class TmuxSession: @unchecked Sendable {
     /// Whether tmux is installed (the tests that need it are skipped, saying so, where it is not).
     static var available: Bool { FileManager.default.isExecutableFile(atPath: executable) }
 
-    private let socket = "ferry-test-\(UUID().uuidString)"
+    private let socket: String
     private let config: String
 
     /// Starts `command` (a shell command line) in a `columns`×`rows` window. The pane stays
@@ -19,7 +20,10 @@ final class TmuxSession: @unchecked Sendable {
     /// seconds, its status unknown, and may drop what a program wrote just before exiting;
     /// the `read` keeps the shell, and so the pane, alive until the test is done with it.
     init(_ command: String, columns: Int = 160, rows: Int = 40, in dir: TempDir) throws {
-        config = dir.path("tmux-\(UUID().uuidString).conf")
+        // Short: a socket path must fit in sun_path (108 bytes); the directory is the test's own.
+        let name = "tmux-\(UUID().uuidString.prefix(8))"
+        config = dir.path(name + ".conf")
+        socket = dir.path(name + ".sock")
         try "set -g remain-on-exit on\nset -g status off\nset -g history-limit 0\n".write(toFile: config, atomically: true, encoding: .utf8)
         try startServer(["new-session", "-d", "-s", "main", "-x", "\(columns)", "-y", "\(rows)", command])
     }
@@ -40,7 +44,7 @@ final class TmuxSession: @unchecked Sendable {
         posix_spawnattr_setsigdefault(&attributes, &all)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         let env = Self.environment
-        let argv = [Self.executable, "-L", socket, "-f", config] + args
+        let argv = [Self.executable, "-S", socket, "-f", config] + args
         var cArgs = argv.map { strdup($0) } + [nil]
         var cEnv = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { (cArgs + cEnv).forEach { free($0) } }
@@ -101,7 +105,7 @@ final class TmuxSession: @unchecked Sendable {
         let p = Process()
         let out = Pipe()
         p.executableURL = URL(fileURLWithPath: Self.executable)
-        p.arguments = ["-L", socket, "-f", config] + args
+        p.arguments = ["-S", socket, "-f", config] + args
         p.environment = Self.environment
         p.standardOutput = out
         p.standardError = FileHandle.nullDevice
