@@ -87,7 +87,7 @@ struct ManagedReplicationProcessTests {
         let dir = TempDir()
         let (a, b) = (dir.path("a"), dir.path("b"))
         for d in [a, b] { try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true) }
-        let n = 2000, batch = 100, chosen = 200
+        let n = 3000, batch = 100, chosen = 300
         let cases = [
             Case(id: "push-continuous", db: "d0", direction: "push", continuous: true, filtered: false),
             Case(id: "pull-continuous", db: "d1", direction: "pull", continuous: true, filtered: false),
@@ -122,11 +122,12 @@ struct ManagedReplicationProcessTests {
         }
         // What each replication has to move in all.
         func expected(_ c: Case) -> Int { c.filtered ? chosen : n }
-        // Kill once a quarter has moved, while most are still at work.
+        // Kill once a twentieth has moved, while most are still at work (the kill lands later
+        // than the poll that saw it on a loaded machine).
         let moving = try await Self.eventually(60) {
             let jobs = try await admin1.jobs()
             let moved = jobs.values.reduce(0) { $0 + Int(($1["info"]?.objectValue?["docs_written"]?.intValue) ?? 0) }
-            return moved >= n * cases.count / 4
+            return moved >= n * cases.count / 20
         }
         #expect(moving)
         kill(first.process.processIdentifier, SIGKILL)
@@ -196,7 +197,9 @@ struct ManagedReplicationProcessTests {
             let job = try #require(after[c.id])
             #expect(job["state"] == "completed", "\(c.id): \(job["state"] ?? "?")")
             let history = (job["history"]?.arrayValue ?? []).compactMap { $0.objectValue?["type"]?.stringValue }
-            #expect(Array(history.prefix(2)) == ["restarted", "completed"], "\(c.id): \(history)")
+            // Newest first: since it completed, only restarts (it may have completed before the kill).
+            let since = history.prefix { $0 != "completed" }
+            #expect(history.contains("completed") && !since.isEmpty && since.allSatisfy { $0 == "restarted" }, "\(c.id): \(history)")
         }
     }
 
