@@ -151,7 +151,9 @@ struct Serve: AsyncParsableCommand {
                 warn("ferry: --replicate \(Sync.redacted(spec)): no database \(dbName) is served; skipped")
                 continue
             }
-            let id = "replicate-\(dbName)-\(Sync.redacted(url))"
+            let c = URLComponents(string: url)
+            let id = (["replicate", dbName, c?.host, c?.port.map(String.init)].compactMap { $0 }
+                + (c?.path.split(separator: "/").map(String.init) ?? [])).joined(separator: "-")
             do {
                 let s = try ReplicationSpec(id: id, json: ["database": .string(dbName), "peer": .string(url), "continuous": true])
                 try await daemon.scheduler.put(s, revision: nil, transient: true)

@@ -175,6 +175,7 @@ final class ManagedReplication: Sendable {
                 inner.withLock { $0.session.lastError = error }
                 failures += 1
                 let delay = min(5 * pow(2, Double(failures - 1)), 300)
+                environment.logger.warning("replication \(id) stopped; starting again in \(Int(delay)) s", metadata: ["error": "\(error)"])
                 record("crashed", .crashing, reason: "\(error); retrying in \(Int(delay)) s")
                 try? await Task.sleep(for: .seconds(delay))
             } else if !spec.continuous {
@@ -325,10 +326,13 @@ final class ManagedReplication: Sendable {
                 st.session.lastError = e
                 st.entry.journal.lastError = "\(e)"
                 st.entry.journal.lastErrorTime = Date().timeIntervalSince1970
+                // Once per outage, not at every retry.
+                environment.logger.warning("replication \(id): \(st.entry.spec.peer) unreachable; retrying", metadata: ["error": "\(e)"])
                 return (true, Self.record(&st, "crashed", .crashing, "\(e)"))
             }
             if (s.activity == .busy || s.activity == .idle) && st.entry.journal.state == .crashing {
                 st.countedError = nil
+                environment.logger.notice("replication \(id): \(st.entry.spec.peer) reachable again")
                 return (true, Self.record(&st, "running", .running, "reconnected"))
             }
             return (false, nil)
