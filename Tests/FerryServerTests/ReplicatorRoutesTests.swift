@@ -99,6 +99,9 @@ struct ReplicatorRoutesTests {
         (#"{"database":"alpha","peer":"ws://h:1/alpha","download":[{"contentype":"text/*"}]}"#, "unknown key"),
         (#"{"database":"alpha","peer":"ws://h:1/alpha","tls_pins":["abc"]}"#, "SHA-256"),
         (#"{"database":"alpha","peer":"ws://h:1/alpha","batch_size":0}"#, "batch_size"),
+        (#"{"database":"alpha","peer":"ws://h:1/alpha","schedule":{"every":1,"budget":1e300}}"#, "365 days"),
+        (#"{"database":"alpha","peer":"ws://h:1/alpha","schedule":{"every":1,"background_every":0}}"#, "background_every"),
+        (#"{"database":"alpha","peer":"ws://h:1/alpha","heartbeat":0.001}"#, "heartbeat"),
     ])
     func badDocumentsAreRefusedWithAReason(_ doc: String, _ reason: String) async throws {
         let f = try await DaemonFixture(users: [Self.admin], databases: ["alpha"])
@@ -135,6 +138,13 @@ struct ReplicatorRoutesTests {
         let cancel = try await a.request("POST", "/_replicate", json: #"{"replication_id":"\#(id)","cancel":true}"#, user: Self.root)
         #expect(cancel.status == 200)
         #expect(try await a.request("GET", "/_scheduler/jobs/\(id)", user: Self.root).status == 404)
+
+        let waiting = try await a.request("POST", "/_replicate", json: #"{"source":"alpha","target":"\#(target)","conditions":{"reachable":true}}"#, user: Self.root)
+        #expect(waiting.status == 400)
+        for (id, status) in [("_all_docs", 405), ("_replicate-x", 400), ("a%2Fb", 400)] {
+            #expect(try await a.request("PUT", "/_replicator/\(id)", json: #"{"database":"alpha","peer":"\#(target)"}"#, user: Self.root).status == status, "\(id)")
+        }
+        #expect(try await a.request("POST", "/_replicator", json: #"{"_id":"","database":"alpha","peer":"\#(target)"}"#, user: Self.root).status == 400)
 
         let unreachable = try await a.request("POST", "/_replicate", json: #"{"source":"alpha","target":"ws://127.0.0.1:9/x"}"#, user: Self.root)
         #expect(unreachable.status == 404)

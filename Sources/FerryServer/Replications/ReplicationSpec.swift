@@ -62,7 +62,8 @@ public struct ReplicationSpec: Sendable, Equatable {
             self.reachable = reachable
         }
 
-        var isEmpty: Bool { interfaces.isEmpty && !reachable }
+        /// Whether there are none.
+        public var isEmpty: Bool { interfaces.isEmpty && !reachable }
     }
 
     /// The document's ID.
@@ -106,6 +107,12 @@ public struct ReplicationSpec: Sendable, Equatable {
         self.database = database
         self.peer = peer
         self.direction = direction
+    }
+
+    /// Whether `id` can name a replication document: not empty, no `/`, and not starting with
+    /// `_` (CouchDB's rule: such IDs are its routes and its transient jobs).
+    public static func isValidID(_ id: String) -> Bool {
+        !id.isEmpty && !id.hasPrefix("_") && !id.contains("/") && id.utf8.count <= 256
     }
 
     /// Why a replication document is refused.
@@ -196,7 +203,11 @@ public struct ReplicationSpec: Sendable, Equatable {
             guard let n = b.intValue, n >= 1, n <= 100_000 else { throw Invalid("batch_size must be an integer from 1 to 100000") }
             batchSize = Int(n)
         }
-        if let h = o["heartbeat"], h != .null { heartbeat = try Self.seconds(h, "heartbeat") }
+        if let h = o["heartbeat"], h != .null {
+            let v = try Self.seconds(h, "heartbeat")
+            guard v == 0 || v >= 1 else { throw Invalid("heartbeat must be 0 (no pings) or at least 1 s") }
+            heartbeat = v
+        }
         if let s = o["schedule"], s != .null {
             guard let so = s.objectValue, let every = so["every"] else { throw Invalid(#"schedule must be {"every":…, "budget":…}"#) }
             var sched = Schedule(every: try Self.seconds(every, "schedule.every"))

@@ -86,6 +86,9 @@ enum ReplicatorRoutes {
 
     private static func put(_ id: String, _ body: [String: JSONValue], _ r: RESTRequest,
                             _ scheduler: ReplicationScheduler) async throws(RESTError) -> RESTResponse {
+        guard ReplicationSpec.isValidID(id) else {
+            throw .badRequest("Invalid replication ID \(id.debugDescription): not empty, no '/', not starting with '_'")
+        }
         let spec: ReplicationSpec
         do { spec = try ReplicationSpec(id: id, json: body) } catch { throw .badRequest(error.reason) }
         let rev = body["_rev"]?.stringValue ?? r[query: "rev"]
@@ -110,6 +113,11 @@ enum ReplicatorRoutes {
         let id = "_replicate-" + RESTRouter.newID()
         let spec: ReplicationSpec
         do { spec = try ReplicationSpec(id: id, json: body) } catch { throw .badRequest(error.reason) }
+        // A one-off runs now or not at all: a schedule or conditions would leave the request
+        // waiting for as long as they do not hold.
+        guard spec.schedule == nil, spec.conditions.isEmpty else {
+            throw .badRequest("schedule and conditions belong in a _replicator document, not a one-off _replicate")
+        }
         let (done, error) = try await call { () throws(ReplicationScheduler.Failure) in try await scheduler.runOnce(spec) }
         if spec.continuous { return .json(202, .object(["ok": true, "_local_id": .string(id)])) }
         let j = done.journal
