@@ -53,6 +53,7 @@ struct ReplicationCommand: AsyncParsableCommand {
             if budget != nil && every == nil { throw ValidationError("--budget needs --every") }
             if backgroundEvery != nil && every == nil { throw ValidationError("--background-every needs --every") }
             if every != nil && continuous { throw ValidationError("--every and --continuous exclude each other") }
+            if let id, !ReplicationSpec.isValidID(id) { throw ValidationError("--id \(id): not empty, no '/', not starting with '_'") }
         }
 
         /// The replication document this command describes.
