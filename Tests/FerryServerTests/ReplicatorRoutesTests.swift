@@ -198,6 +198,10 @@ struct ReplicatorRoutesTests {
         #expect(try await Self.eventually {
             Self.history(try await Self.job(a, "p")).filter { $0 == "completed" }.count >= 2
         })
+        // One `started` per run: the ends and the starts pair up (one run may be under way).
+        let events = Self.history(try await Self.job(a, "p"))
+        let ends = events.filter { $0 == "completed" || $0 == "budget" || $0 == "crashed" }.count
+        #expect((ends...(ends + 1)).contains(events.filter { $0 == "started" }.count), "\(events)")
         #expect(try await a.request("PUT", "/_scheduler/mode", json: #"{"mode":"background"}"#, user: Self.root).object["mode"] == "background")
         // In background mode the next run is an hour away.
         #expect(try await Self.eventually { try await Self.job(a, "p")["state"] == "pending" })

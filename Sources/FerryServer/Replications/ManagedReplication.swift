@@ -69,8 +69,9 @@ final class ManagedReplication: Sendable {
     var isRunning: Bool { inner.withLock { $0.task != nil } }
     var session: Session { inner.withLock { $0.session } }
 
-    /// Starts working (a paused one only records that it is paused). `reason` goes in the history.
-    func start(_ event: String) {
+    /// Starts working (a paused one only records that it is paused). `event`, if any, goes in
+    /// the history (`restarted` at daemon start); each run records its own `started`.
+    func start(_ event: String?) {
         inner.withLock { s in
             guard s.task == nil else { return }
             if s.entry.journal.paused {
@@ -81,7 +82,7 @@ final class ManagedReplication: Sendable {
             // rule); only a change of its document runs it again.
             let spec = s.entry.spec
             let finished = s.entry.journal.state == .completed && !spec.continuous && spec.schedule == nil
-            s.entry.journal.record(event, state: finished ? nil : .initializing)
+            if let event { s.entry.journal.record(event, state: finished ? nil : .initializing) } else if !finished { s.entry.journal.state = .initializing }
             if finished { return }
             s.task = Task { [self] in
                 await run()

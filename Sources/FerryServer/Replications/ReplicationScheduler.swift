@@ -175,7 +175,7 @@ public final class ReplicationScheduler: Sendable {
             for x in removed where x.id != spec.id {
                 logger.info("replication deleted by an exclusive one", metadata: ["id": "\(x.id)", "by": "\(spec.id)"])
             }
-            m.start("started")
+            m.start(nil)
             return .success(rev)
         }
         return try result.get()
@@ -208,7 +208,7 @@ public final class ReplicationScheduler: Sendable {
                     e.journal.paused = false
                     e.journal.record("resumed")
                 }
-                m.start("started")
+                m.start(nil)
             }
             do throws(Failure) { try saveOrThrow() } catch { return .failure(error) }
             return .success(())
