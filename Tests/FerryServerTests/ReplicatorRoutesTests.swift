@@ -102,6 +102,7 @@ struct ReplicatorRoutesTests {
         (#"{"database":"alpha","peer":"ws://h:1/alpha","schedule":{"every":1,"budget":1e300}}"#, "365 days"),
         (#"{"database":"alpha","peer":"ws://h:1/alpha","schedule":{"every":1,"background_every":0}}"#, "background_every"),
         (#"{"database":"alpha","peer":"ws://h:1/alpha","heartbeat":0.001}"#, "heartbeat"),
+        (#"{"database":"alpha","peer":"ws://u@h:1/alpha"}"#, "without a password"),
     ])
     func badDocumentsAreRefusedWithAReason(_ doc: String, _ reason: String) async throws {
         let f = try await DaemonFixture(users: [Self.admin], databases: ["alpha"])

@@ -4,7 +4,7 @@ import FerryStore
 /// The REST API's parsers of untrusted bytes, for the `FuzzREST` libFuzzer target
 /// (docs/fuzzing.md): request targets (path segments, percent-escapes, query), `multipart/
 /// related` bodies, `Range` fields, Basic credentials, `_find` selectors, `_revisions`
-/// histories and bookmarks. Not API: `@_spi(Fuzzing)`.
+/// histories, bookmarks, replication documents and journals. Not API: `@_spi(Fuzzing)`.
 @_spi(Fuzzing) public enum RESTFuzzing {
     /// Runs every parser on fields cut from `input` at `0xFF` bytes; traps when a parser
     /// breaks a promise (a range outside the body, a part that is not inside the input).
@@ -49,7 +49,14 @@ import FerryStore
                 _ = try? translator.predicate(selector)
             }
             _ = DocumentJSON.history(from: value)
+            // A replication document: what is accepted must survive its own stored form.
+            if let object = value.objectValue, let spec = try? ReplicationSpec(id: "fuzz", json: object) {
+                let again = try? ReplicationSpec(id: "fuzz", json: spec.storedJSON)
+                precondition(again == spec, "a replication document changed through its stored form")
+            }
+            _ = ReplicationJournal(json: value)
         }
+        _ = ReplicationSpec.parseDuration(text(3))
         _ = RESTRouter.decodeBookmark(text(4))
         _ = RESTRouter.queryJSON(text(5))
     }

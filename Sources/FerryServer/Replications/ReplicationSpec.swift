@@ -159,6 +159,7 @@ public struct ReplicationSpec: Sendable, Equatable {
         }
         guard (try? DatabaseName(database)) != nil else { throw Invalid("\(database.debugDescription) is not a database name") }
         guard let (plain, user, password) = Self.normalizePeer(peer) else { throw Invalid("\(peer.debugDescription) is not a peer URL (ws://host:port/db)") }
+        guard (user == nil) == (password == nil) else { throw Invalid("the peer URL names a user without a password, or a password without a user") }
         self.database = database
         self.peer = plain
         self.direction = direction
