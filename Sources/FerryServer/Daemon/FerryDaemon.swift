@@ -59,8 +59,8 @@ public final class FerryDaemon: Sendable {
     public let access: AccessControl
     /// The REST API.
     public let router: RESTRouter
-    /// The replications this daemon runs itself (`ferry serve --replicate`): register them
-    /// here for `/_up` and `/_metrics`.
+    /// What `/_up` and `/_metrics` report of the replications this daemon runs: the
+    /// scheduler's managed ones register here, and so may an embedding app's own.
     public let replications: ReplicationRegistry
     /// The managed replications (`/_replicator`, `/_scheduler/jobs`).
     public let scheduler: ReplicationScheduler

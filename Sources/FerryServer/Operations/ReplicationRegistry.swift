@@ -2,10 +2,11 @@ import FerrySync
 import Foundation
 import Synchronization
 
-/// The replications a daemon runs on its own (`ferry serve --replicate`), as `/_up` and
-/// `/_metrics` report them. A link is one configured peer of one database; it outlives the
-/// `Replicator`s that serve it (a supervisor starts a new one after a fatal error), so its
-/// counters add up over restarts, as an operator's dashboard expects of a counter.
+/// The replications a daemon runs on its own (its managed replications, `--replicate` ones
+/// included), as `/_up` and `/_metrics` report them. A link is one replication of one database;
+/// it outlives the `Replicator`s that serve it (the scheduler starts a new one for each run and
+/// after a fatal error), so its counters add up over runs, as an operator's dashboard expects of
+/// a counter.
 public final class ReplicationRegistry: Sendable {
     private let links = Mutex<[ReplicationLink]>([])
 

@@ -24,14 +24,12 @@ public final class ReplicationScheduler: Sendable {
         case notFound(String)
         /// The revision given is not the current one (or none was given for an existing one).
         case conflict(String)
-        /// The document is not a valid replication.
-        case invalid(String)
         /// The replications file could not be written.
         case io(String)
 
         public var description: String {
             switch self {
-            case .notFound(let s), .conflict(let s), .invalid(let s), .io(let s): return s
+            case .notFound(let s), .conflict(let s), .io(let s): return s
             }
         }
     }
@@ -101,7 +99,8 @@ public final class ReplicationScheduler: Sendable {
             f = Task { [weak self] in
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .seconds(1))
-                    self?.flushIfDirty()
+                    guard let self else { return }
+                    self.fileQueue.async { self.flushIfDirty() }
                 }
             }
         }
@@ -117,7 +116,9 @@ public final class ReplicationScheduler: Sendable {
                 // Only what is working is stopped; a paused, completed or failed one keeps its state.
                 for m in all where m.isRunning { g.addTask { await m.stop("stopped", state: .pending) } }
             }
-            save()
+            do throws(Failure) { try await saveOrThrow() } catch {
+                logger.error("cannot write the replications file", metadata: ["error": "\(error)"])
+            }
         }
     }
 
@@ -171,7 +172,7 @@ public final class ReplicationScheduler: Sendable {
                 r[m.id] = m
             }
             for x in removed { x.link.map { links?.remove($0) } }
-            do throws(Failure) { try saveOrThrow() } catch { return .failure(error) }
+            do throws(Failure) { try await saveOrThrow() } catch { return .failure(error) }
             for x in removed where x.id != spec.id {
                 logger.info("replication deleted by an exclusive one", metadata: ["id": "\(x.id)", "by": "\(spec.id)"])
             }
@@ -189,7 +190,7 @@ public final class ReplicationScheduler: Sendable {
             await m.stop(nil)
             replications.withLock { $0[id] = nil }
             m.link.map { links?.remove($0) }
-            do throws(Failure) { try saveOrThrow() } catch { return .failure(error) }
+            do throws(Failure) { try await saveOrThrow() } catch { return .failure(error) }
             return .success(())
         }
         try result.get()
@@ -210,7 +211,7 @@ public final class ReplicationScheduler: Sendable {
                 }
                 m.start(nil)
             }
-            do throws(Failure) { try saveOrThrow() } catch { return .failure(error) }
+            do throws(Failure) { try await saveOrThrow() } catch { return .failure(error) }
             return .success(())
         }
         try result.get()
@@ -239,26 +240,38 @@ public final class ReplicationScheduler: Sendable {
 
     // MARK: Persistence
 
+    /// Every write of the file happens here, one at a time: never on an event loop or the
+    /// cooperative pool, where an `fsync` on a busy disk would stall unrelated work.
+    private let fileQueue = DispatchQueue(label: "ferry.replications.file")
+
+    /// A journal changed: a state change is written at once (queued), counters within a second.
     private func changed(durable: Bool) {
-        if durable { save() } else { dirty.withLock { $0 = true } }
+        dirty.withLock { $0 = true }
+        if durable { fileQueue.async { [weak self] in self?.flushIfDirty() } }
     }
 
+    /// On `fileQueue`: writes the file if anything changed since the last write.
     private func flushIfDirty() {
-        if dirty.withLock({ d in defer { d = false }; return d }) { save() }
+        guard dirty.withLock({ d in defer { d = false }; return d }) else { return }
+        do throws(Failure) { try write() } catch { logger.error("cannot write the replications file", metadata: ["error": "\(error)"]) }
     }
 
-    private func save() {
-        do throws(Failure) { try saveOrThrow() } catch { logger.error("cannot write the replications file", metadata: ["error": "\(error)"]) }
+    /// Writes the file now (on `fileQueue`) and returns when it is on disk.
+    private func saveOrThrow() async throws(Failure) {
+        let r: Result<Void, Failure> = await withCheckedContinuation { c in
+            fileQueue.async { [self] in
+                dirty.withLock { $0 = false }
+                c.resume(returning: Result { () throws(Failure) in try write() })
+            }
+        }
+        try r.get()
     }
 
-    private let saving = Mutex(())
-
-    private func saveOrThrow() throws(Failure) {
+    /// Only on `fileQueue`.
+    private func write() throws(Failure) {
         guard let store = configuration.store else { return }
         let all = replications.withLock { r in r.mapValues(\.entry) }
-        // Under a lock so that two writers never interleave their temporary file.
-        let r: Result<Void, ReplicationStore.Failure> = saving.withLock { _ in Result { () throws(ReplicationStore.Failure) in try store.save(all) } }
-        if case .failure(let e) = r { throw .io("\(e)") }
+        do { try store.save(all) } catch { throw .io("\(error)") }
     }
 }
 

@@ -179,7 +179,6 @@ enum ReplicatorRoutes {
             switch error {
             case .notFound(let s): throw .notFound(s)
             case .conflict(let s): throw RESTError(409, "conflict", s)
-            case .invalid(let s): throw .badRequest(s)
             case .io(let s): throw RESTError(500, "io_error", s)
             }
         }
