@@ -84,10 +84,6 @@ struct AttachmentGet: AsyncParsableCommand {
         var c = ReplicatorConfiguration(database: db, target: peer)
         c.type = .pull
         c.tls = tls.configuration
-        if let (plain, auth) = Sync.splitCredentials(peer) {
-            c.target = plain
-            c.authenticator = auth
-        }
         do { try await Replicator(configuration: c).fetchAttachment(named: name, documentID: id) } catch {
             warn("ferry: cannot fetch \(name) of \(id) from \(Sync.redacted(peer)): \(error)")
             throw ExitCode(1)

@@ -44,15 +44,6 @@ struct Sync: AsyncParsableCommand {
         return c.string ?? url
     }
 
-    /// Splits `ws://user:password@host/...` into the URL without credentials and a Basic authenticator.
-    static func splitCredentials(_ url: String) -> (String, ReplicatorConfiguration.Authenticator)? {
-        guard var c = URLComponents(string: url), let user = c.user, let password = c.password else { return nil }
-        c.user = nil
-        c.password = nil
-        guard let plain = c.string else { return nil }
-        return (plain, .basic(user: user.removingPercentEncoding ?? user, password: password.removingPercentEncoding ?? password))
-    }
-
     func run() async throws {
         signal(SIGPIPE, SIG_IGN)
         let db = try database.open(watchExternalWrites: continuous)
@@ -66,7 +57,7 @@ struct Sync: AsyncParsableCommand {
         c.maxAttemptWaitTime = retryMaxWait
         c.tls = tls.configuration
         c.attachmentDownloadPolicy = downloads.policy
-        if let (plain, auth) = Self.splitCredentials(url) { c.target = plain; c.authenticator = auth }
+        // Credentials in the URL are the Replicator's to use; --user/--password win over them.
         if let user, let password { c.authenticator = .basic(user: user, password: password) }
         let replicator = Replicator(configuration: c)
 

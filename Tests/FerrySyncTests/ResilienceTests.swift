@@ -31,6 +31,36 @@ struct ResilienceTests {
         await molly.stop(); await naomi.stop()
     }
 
+    /// Credentials written in the target URL are used (and taken out of it); an explicit
+    /// authenticator wins over them; wrong ones are a 401 like any other.
+    @Test func credentialsInTheURLAreUsed() async throws {
+        let molly = try await Peer.make("molly")
+        let naomi = try await Peer.make("naomi", serving: true, credentials: ("naomi", "s3cret"))
+        try naomi.put("n", ["v": 1])
+        func url(_ userInfo: String) -> String { naomi.url.replacingOccurrences(of: "ws://", with: "ws://\(userInfo)@") }
+
+        let wrong = Replicator(configuration: ReplicatorConfiguration(database: molly.db, target: url("naomi:nope")))
+        await #expect { try await wrong.run() } throws: { error in
+            guard case ReplicationError.httpStatus(401, _) = error else { return false }
+            return true
+        }
+        #expect(try molly.db.document("n") == nil)
+
+        var explicit = ReplicatorConfiguration(database: molly.db, target: url("naomi:nope"))
+        explicit.authenticator = .basic(user: "naomi", password: "s3cret")
+        let r1 = Replicator(configuration: explicit)
+        try await r1.run()
+        #expect(try molly.body("n") == ["v": 1])
+
+        try naomi.put("n2", ["v": 2])
+        let r2 = Replicator(configuration: ReplicatorConfiguration(database: molly.db, target: url("naomi:s%33cret")))
+        #expect(r2.configuration.target == naomi.url)
+        #expect(r2.configuration.authenticator == .basic(user: "naomi", password: "s3cret"))
+        try await r2.run()
+        #expect(try molly.body("n2") == ["v": 2])
+        await molly.stop(); await naomi.stop()
+    }
+
     @Test func continuousReplicationSurvivesThePeerRestarting() async throws {
         let molly = try await Peer.make("molly")
         let naomi = try await Peer.make("naomi", serving: true)

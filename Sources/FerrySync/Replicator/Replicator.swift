@@ -33,8 +33,16 @@ public final class Replicator: Sendable {
     private let checkpointer: Checkpointer
     private let reporter: Reporter
 
-    /// A replicator for `configuration`; call `start()` to run it.
+    /// A replicator for `configuration`; call `start()` to run it. Credentials written in the
+    /// target URL (`ws://user:password@host/db`, percent-encoded) are taken out of it and used
+    /// as HTTP Basic authentication unless `authenticator` is set, which wins; `configuration`
+    /// then holds the URL without them (so the checkpoint does not depend on the password).
     public init(configuration: ReplicatorConfiguration, logger: Logger = Logger(label: "ferry.sync.replicator")) {
+        var configuration = configuration
+        if let (plain, user, password) = Self.splitCredentials(configuration.target) {
+            configuration.target = plain
+            if configuration.authenticator == nil { configuration.authenticator = .basic(user: user, password: password) }
+        }
         self.configuration = configuration
         self.logger = logger
         checkpointer = Checkpointer(configuration: configuration)
@@ -320,6 +328,18 @@ public final class Replicator: Sendable {
         eventBroadcaster.endStreams()
         attachmentBroadcaster.endStreams()
         for w in waiters { w.resume(returning: finalError) }
+    }
+
+    /// `ws://user:password@host/db` → the URL without the user information, the user and the
+    /// password (percent-decoded); nil when the URL carries none. A user without a password
+    /// counts as an empty password, as HTTP Basic allows.
+    static func splitCredentials(_ url: String) -> (String, String, String)? {
+        guard var c = URLComponents(string: url), let user = c.user else { return nil }
+        let password = c.password ?? ""
+        c.user = nil
+        c.password = nil
+        guard let plain = c.string else { return nil }
+        return (plain, user.removingPercentEncoding ?? user, password.removingPercentEncoding ?? password)
     }
 
     private func connect() async throws(ReplicationError) -> BLIPConnection {
