@@ -99,7 +99,7 @@ struct ReplicationCommand: AsyncParsableCommand {
             let spec: ReplicationSpec
             do { spec = try ReplicationSpec(id: id, json: body) } catch { throw ValidationError(error.reason) }
             if let client = try daemon.client() {
-                _ = try await client.send("PUT", "/_replicator/\(Percent.encode(id))\(exclusively ? "?exclusively=true" : "")", json: .object(body))
+                _ = try await client.send("PUT", "/_replicator/\(PercentDecoding.encodeSegment(id))\(exclusively ? "?exclusively=true" : "")", json: .object(body))
                 print("ferry: replication \(id) added to the daemon at \(client.url)\(exclusively ? " (exclusively)" : "")")
             } else {
                 try OfflineReplications(daemon).update { entries in
@@ -109,7 +109,7 @@ struct ReplicationCommand: AsyncParsableCommand {
                     }
                     var journal = ReplicationJournal()
                     journal.record("added")
-                    entries[id] = ReplicationStore.Entry(revision: "1-" + String(UInt64.random(in: 0...UInt64.max), radix: 16), spec: spec, journal: journal)
+                    entries[id] = ReplicationStore.Entry(revision: ReplicationStore.nextRevision(after: nil), spec: spec, journal: journal)
                 }
                 print("ferry: replication \(id) added; it starts when the daemon starts")
             }
@@ -179,9 +179,9 @@ struct ReplicationCommand: AsyncParsableCommand {
 
         func run() async throws {
             if let client = try daemon.client() {
-                let doc = try await client.get("/_replicator/\(Percent.encode(id))")
+                let doc = try await client.get("/_replicator/\(PercentDecoding.encodeSegment(id))")
                 let rev = doc.objectValue?["_rev"]?.stringValue ?? ""
-                _ = try await client.send("DELETE", "/_replicator/\(Percent.encode(id))?rev=\(Percent.encode(rev))", json: nil)
+                _ = try await client.send("DELETE", "/_replicator/\(PercentDecoding.encodeSegment(id))?rev=\(PercentDecoding.encodeSegment(rev))", json: nil)
             } else {
                 try OfflineReplications(daemon).update { entries in
                     guard entries.removeValue(forKey: id) != nil else { throw CommandFailure("no replication \(id)") }
@@ -204,7 +204,7 @@ enum Jobs {
 
     static func setPaused(_ daemon: DaemonOptions, _ id: String, _ paused: Bool) async throws {
         if let client = try daemon.client() {
-            _ = try await client.send("POST", "/_replicator/\(Percent.encode(id))/\(paused ? "_pause" : "_resume")", json: nil)
+            _ = try await client.send("POST", "/_replicator/\(PercentDecoding.encodeSegment(id))/\(paused ? "_pause" : "_resume")", json: nil)
         } else {
             try OfflineReplications(daemon).update { entries in
                 guard var e = entries[id] else { throw CommandFailure("no replication \(id)") }
@@ -247,15 +247,6 @@ struct OfflineReplications {
         var all = try store.load()
         try change(&all)
         try store.save(all)
-    }
-}
-
-/// Percent-encoding of one path segment.
-enum Percent {
-    static func encode(_ s: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
     }
 }
 

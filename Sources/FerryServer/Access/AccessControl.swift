@@ -126,11 +126,9 @@ public final class AccessControl: Sendable {
 
     private let localToken = Mutex<String?>(nil)
 
+    /// Compares without leaking where they differ (OpenSSL's `CRYPTO_memcmp`, as `PasswordHash`).
     private static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        guard a.count == b.count else { return false }
-        var d: UInt8 = 0
-        for i in a.indices { d |= a[i] ^ b[i] }
-        return d == 0
+        a.count == b.count && a.withUnsafeBytes { x in b.withUnsafeBytes { y in CRYPTO_memcmp(x.baseAddress, y.baseAddress, a.count) == 0 } }
     }
 
     /// Whether the identity administers the server (admin of `*`): creates and deletes

@@ -2,8 +2,8 @@ import FerryStore
 import Foundation
 
 /// The users file of a daemon (`DIR/_users.json`, mode 0600): users with password hashes,
-/// roles and certificate mappings. Written whole to a temporary file and renamed, so a reader
-/// (the running daemon) never sees half a file.
+/// roles and certificate mappings, replaced whole (`DurableFile`), so a reader (the running
+/// daemon) never sees half a file.
 public struct UserStore: Sendable {
     /// Why the file cannot be read or written.
     public enum Failure: Error, Sendable, Equatable, CustomStringConvertible {
@@ -46,12 +46,7 @@ public struct UserStore: Sendable {
     /// Replaces the file with `users`.
     public func save(_ users: [String: UserRecord]) throws(Failure) {
         let root: JSONValue = .object(["users": .object(users.mapValues(\.json))])
-        let tmp = path + ".tmp"
-        let bytes = CanonicalJSON.encode(root) + [10]
-        guard FileManager.default.createFile(atPath: tmp, contents: Data(bytes), attributes: [.posixPermissions: 0o600]) else {
-            throw .io("cannot write \(tmp)")
-        }
-        guard rename(tmp, path) == 0 else { throw .io("cannot rename \(tmp) to \(path): errno \(errno)") }
+        do { try DurableFile.write(CanonicalJSON.encode(root) + [10], to: path) } catch { throw .io(error.description) }
     }
 
     /// Loads, applies `change`, saves.

@@ -69,7 +69,7 @@ public struct DaemonEndpoint: Sendable, Equatable {
     /// Writes the endpoint file under a held lock.
     public func publish(under lock: Lock) throws(Failure) {
         let o: JSONValue = .object(["url": .string(url), "token": .string(token), "pid": .int(Int64(pid))])
-        do { try ReplicationStore.writeDurably(CanonicalJSON.encode(o) + [10], to: lock.prefix + ".json") } catch { throw .io("\(error)") }
+        do { try DurableFile.write(CanonicalJSON.encode(o) + [10], to: lock.prefix + ".json") } catch { throw .io(error.description) }
     }
 
     /// The running daemon's endpoint for `prefix`, or nil when none runs (the lock is free).

@@ -64,8 +64,9 @@ public struct RESTRequest: Sendable {
     public func header(_ name: String) -> String? { head[name] }
 }
 
-/// Percent-decoding of URL components (RFC 3986 §2.1), to UTF-8.
-enum PercentDecoding {
+/// Percent-decoding of URL components (RFC 3986 §2.1), to UTF-8, and the encoding of a path
+/// segment (for clients of the REST API, such as the `ferry` command).
+public enum PercentDecoding {
     /// The decoded text; nil for a broken escape or bytes that are not UTF-8.
     static func decode(_ s: Substring, plusIsSpace: Bool) -> String? {
         if !s.utf8.contains(where: { $0 == UInt8(ascii: "%") || (plusIsSpace && $0 == UInt8(ascii: "+")) }) { return String(s) }
@@ -95,7 +96,7 @@ enum PercentDecoding {
     }
 
     /// `s` escaped for a path segment (everything but unreserved characters).
-    static func encodeSegment(_ s: String) -> String {
+    public static func encodeSegment(_ s: String) -> String {
         var out = ""
         for b in s.utf8 {
             switch b {

@@ -102,10 +102,9 @@ final class ManagedReplication: Sendable {
         }
         task?.cancel()
         await task?.value
-        if let event { inner.withLock { $0.entry.journal.record(event, state: state) } }
         let (waiters, entry) = inner.withLock { s in
-            defer { s.settleWaiters = [] }
-            return (s.settleWaiters, s.entry)
+            if let event { s.entry.journal.record(event, state: state) }
+            return Self.takeWaiters(&s)
         }
         if event != nil { environment.changed(id, true) }
         for w in waiters { w.resume(returning: entry) }
@@ -131,6 +130,11 @@ final class ManagedReplication: Sendable {
                                _ reason: String?) -> (Waiters, ReplicationStore.Entry) {
         s.entry.journal.record(type, state: state, reason: reason)
         guard [.completed, .failed, .crashing].contains(state) else { return ([], s.entry) }
+        return takeWaiters(&s)
+    }
+
+    /// The settle waiters, removed, with the entry to wake them with (outside the lock).
+    private static func takeWaiters(_ s: inout Inner) -> (Waiters, ReplicationStore.Entry) {
         defer { s.settleWaiters = [] }
         return (s.settleWaiters, s.entry)
     }

@@ -137,8 +137,6 @@ public struct ReplicationJournal: Sendable, Equatable {
 
     /// ISO 8601 in UTC, as CouchDB writes times.
     static func iso(_ t: Double) -> String {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime]
-        return f.string(from: Date(timeIntervalSince1970: t))
+        Date(timeIntervalSince1970: t).formatted(.iso8601)
     }
 }

@@ -3,8 +3,7 @@ import Foundation
 
 /// Where a daemon keeps its managed replications: one JSON file (`DIR/_replicator.json`, or
 /// `FILE.replicator.json` beside a single `--db` file), mode 0600 because it holds peer
-/// credentials. Written whole to a temporary file, synced and renamed, so a daemon killed
-/// at any moment leaves either the old file or the new one.
+/// credentials, replaced whole (`DurableFile`).
 public struct ReplicationStore: Sendable {
     /// One replication document with its revision and journal.
     public struct Entry: Sendable, Equatable {
@@ -79,40 +78,13 @@ public struct ReplicationStore: Sendable {
         for (id, e) in entries where !e.transient {
             all[id] = .object(["_rev": .string(e.revision), "spec": .object(e.spec.storedJSON), "journal": e.journal.json])
         }
-        let bytes = CanonicalJSON.encode(.object(["replications": .object(all)])) + [10]
-        try Self.writeDurably(bytes, to: path)
-    }
-
-    /// Writes `bytes` to `path` by a synced temporary file and a rename, then syncs the directory.
-    static func writeDurably(_ bytes: [UInt8], to path: String) throws(Failure) {
-        let tmp = path + ".tmp"
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw .io("cannot write \(tmp): errno \(errno)") }
-        var off = 0
-        while off < bytes.count {
-            let n = bytes.withUnsafeBytes { b in b.baseAddress.map { write(fd, $0 + off, b.count - off) } ?? 0 }
-            if n < 0 {
-                if errno == EINTR { continue }
-                close(fd)
-                throw .io("cannot write \(tmp): errno \(errno)")
-            }
-            off += n
-        }
-        guard fsync(fd) == 0 else {
-            close(fd)
-            throw .io("cannot sync \(tmp): errno \(errno)")
-        }
-        close(fd)
-        guard rename(tmp, path) == 0 else { throw .io("cannot rename \(tmp) to \(path): errno \(errno)") }
-        let dir = open((path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dir >= 0 {
-            _ = fsync(dir)
-            close(dir)
+        do { try DurableFile.write(CanonicalJSON.encode(.object(["replications": .object(all)])) + [10], to: path) } catch {
+            throw .io(error.description)
         }
     }
 
     /// The revision after `revision`: the generation plus one and a random suffix.
-    static func nextRevision(after revision: String?) -> String {
+    public static func nextRevision(after revision: String?) -> String {
         let generation = revision.flatMap { $0.split(separator: "-").first.flatMap { Int($0) } } ?? 0
         return "\(generation + 1)-" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
     }
