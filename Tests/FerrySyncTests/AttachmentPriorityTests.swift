@@ -87,14 +87,20 @@ struct AttachmentPriorityTests {
         }
     }
 
+    /// A pull from `peer` into `local` with `rules` as its download policy.
+    static func pull(into local: Peer, from peer: Peer, continuous: Bool = false) -> Replicator {
+        var c = ReplicatorConfiguration(database: local.db, target: peer.url)
+        c.type = .pull
+        c.continuous = continuous
+        c.attachmentDownloadPolicy = .rules(Self.rules)
+        return Replicator(configuration: c)
+    }
+
     @Test func aOneShotPullFetchesByPriorityAndLeavesTheLargeOnesAsMetadata() async throws {
         let naomi = try await Peer.make("naomi", serving: true)
         let planted = try Self.plant(on: naomi)
         let olga = try await Peer.make("olga")
-        var c = ReplicatorConfiguration(database: olga.db, target: naomi.url)
-        c.type = .pull
-        c.attachmentDownloadPolicy = .rules(Self.rules)
-        let r = Replicator(configuration: c)
+        let r = Self.pull(into: olga, from: naomi)
         let recorder = Recorder(r, database: olga.db)
         let log = EventLog(r)
         try await r.run()
@@ -153,10 +159,7 @@ struct AttachmentPriorityTests {
         try naomi.db.insert(ReplicatedRevision(documentID: "ghost", history: ["1-abcd"], body: Array(body.utf8)))
 
         let olga = try await Peer.make("olga")
-        var c = ReplicatorConfiguration(database: olga.db, target: naomi.url)
-        c.type = .pull
-        c.attachmentDownloadPolicy = .rules(Self.rules)
-        let r = Replicator(configuration: c)
+        let r = Self.pull(into: olga, from: naomi)
         let recorder = Recorder(r, database: olga.db)
         let log = EventLog(r)
         try await r.run()
@@ -176,11 +179,7 @@ struct AttachmentPriorityTests {
         let naomi = try await Peer.make("naomi", serving: true)
         let first = try Self.plant(on: naomi, prefix: "a-", seed: 1)
         let olga = try await Peer.make("olga")
-        var c = ReplicatorConfiguration(database: olga.db, target: naomi.url)
-        c.type = .pull
-        c.continuous = true
-        c.attachmentDownloadPolicy = .rules(Self.rules)
-        let r = Replicator(configuration: c)
+        let r = Self.pull(into: olga, from: naomi, continuous: true)
         let recorder = Recorder(r, database: olga.db)
         r.start()
         let firstCount = first.count { !$0.isLarge }
