@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "FerryWebSocket", targets: ["FerryWebSocket"]),
         .library(name: "FerryBLIP", targets: ["FerryBLIP"]),
         .library(name: "FerryHTTP", targets: ["FerryHTTP"]),
+        .library(name: "FerryDNS", targets: ["FerryDNS"]),
         .library(name: "FerryStore", targets: ["FerryStore"]),
         .library(name: "FerrySync", targets: ["FerrySync"]),
         .library(name: "FerryServer", targets: ["FerryServer"]),
@@ -64,6 +65,9 @@ let package = Package(
         // HTTP/1.1 request decoding and response encoding, sans-I/O (Protocol/http.md): the
         // codec the REST API will speak beside the WebSocket one. No dependencies.
         .target(name: "FerryHTTP"),
+        // DNS messages for Multicast DNS and DNS-SD, sans-I/O (Protocol/dns-sd.md): decoding with
+        // every length and pointer checked, encoding with name compression. No dependencies.
+        .target(name: "FerryDNS"),
         // The document store: SQLite (C API), revision trees, conflicts, validation. No transport.
         .target(name: "FerryStore",
                 dependencies: ["CSQLite", "COpenSSL", .product(name: "Logging", package: "swift-log")]),
@@ -107,6 +111,7 @@ let package = Package(
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore", "CSQLite", "ferry-store-writer", "FerryTestSupport"]),
         .testTarget(name: "FerryNetTests", dependencies: ["FerryNet", "FerryTestSupport"]),
         .testTarget(name: "FerryHTTPTests", dependencies: ["FerryHTTP", "FerryTestSupport"]),
+        .testTarget(name: "FerryDNSTests", dependencies: ["FerryDNS", "FerryTestSupport"]),
         .testTarget(name: "FerryServerTests", dependencies: ["FerryServer", "FerryStore", "FerrySync", "FerryTestSupport", "ferry"]),
         .testTarget(name: "FerrySyncTests", dependencies: ["FerrySync", "FerryStore", "FerryBLIP", "FerryWebSocket", "FerryTestSupport", "ferry"]),
         .testTarget(name: "FerryBLIPTests", dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet", "FerryTestSupport"],
