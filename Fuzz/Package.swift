@@ -18,6 +18,7 @@ let package = Package(
         .executableTarget(name: "FuzzHandshake", dependencies: ["FuzzSupport", .product(name: "FerryWebSocket", package: ferry)]),
         .executableTarget(name: "FuzzBLIP", dependencies: ["FuzzSupport", .product(name: "FerryBLIP", package: ferry)]),
         .executableTarget(name: "FuzzHTTP", dependencies: ["FuzzSupport", .product(name: "FerryHTTP", package: ferry)]),
+        .executableTarget(name: "FuzzDNS", dependencies: ["FuzzSupport", .product(name: "FerryDNS", package: ferry)]),
         .executableTarget(name: "FuzzREST", dependencies: ["FuzzSupport", .product(name: "FerryServer", package: ferry)]),
         .executableTarget(name: "FuzzReplication", dependencies: ["FuzzSupport", .product(name: "FerrySync", package: ferry),
                                                                   .product(name: "FerryBLIP", package: ferry)]),
