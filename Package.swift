@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "FerryBLIP", targets: ["FerryBLIP"]),
         .library(name: "FerryHTTP", targets: ["FerryHTTP"]),
         .library(name: "FerryDNS", targets: ["FerryDNS"]),
+        .library(name: "FerryDiscovery", targets: ["FerryDiscovery"]),
         .library(name: "FerryStore", targets: ["FerryStore"]),
         .library(name: "FerrySync", targets: ["FerrySync"]),
         .library(name: "FerryServer", targets: ["FerryServer"]),
@@ -68,6 +69,10 @@ let package = Package(
         // DNS messages for Multicast DNS and DNS-SD, sans-I/O (Protocol/dns-sd.md): decoding with
         // every length and pointer checked, encoding with name compression. No dependencies.
         .target(name: "FerryDNS"),
+        // Multicast DNS / DNS-SD on the event loop (Protocol/dns-sd.md): a sans-I/O responder
+        // and browser, and the agent that moves their packets over UDP port 5353.
+        .target(name: "FerryDiscovery",
+                dependencies: ["FerryDNS", "FerryNet", "CFerrySystem", .product(name: "Logging", package: "swift-log")]),
         // The document store: SQLite (C API), revision trees, conflicts, validation. No transport.
         .target(name: "FerryStore",
                 dependencies: ["CSQLite", "COpenSSL", .product(name: "Logging", package: "swift-log")]),
@@ -78,13 +83,13 @@ let package = Package(
         // The daemon's parts (issue 19, growing): database names in a data directory, stored
         // passwords; REST, access control and metrics come here.
         .target(name: "FerryServer",
-                dependencies: ["FerrySync", "FerryStore", "FerryHTTP", "FerryWebSocket", "FerryNet", "COpenSSL",
+                dependencies: ["FerrySync", "FerryStore", "FerryHTTP", "FerryWebSocket", "FerryNet", "FerryDiscovery", "FerryDNS", "COpenSSL",
                                .product(name: "Logging", package: "swift-log"),
                                .product(name: "CoreMetrics", package: "swift-metrics"),
                                .product(name: "Prometheus", package: "swift-prometheus")]),
         // The peer process: serve, sync, put/get/delete/ls.
         .executableTarget(name: "ferry",
-                          dependencies: ["FerryServer", "FerrySync", "FerryStore", "FerryNet", "CJemalloc",
+                          dependencies: ["FerryServer", "FerrySync", "FerryStore", "FerryNet", "FerryDiscovery", "CJemalloc",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "Logging", package: "swift-log"),
                                          .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -112,6 +117,7 @@ let package = Package(
         .testTarget(name: "FerryNetTests", dependencies: ["FerryNet", "FerryTestSupport"]),
         .testTarget(name: "FerryHTTPTests", dependencies: ["FerryHTTP", "FerryTestSupport"]),
         .testTarget(name: "FerryDNSTests", dependencies: ["FerryDNS", "FerryTestSupport"]),
+        .testTarget(name: "FerryDiscoveryTests", dependencies: ["FerryDiscovery", "FerryDNS", "FerryNet", "FerryTestSupport"]),
         .testTarget(name: "FerryServerTests", dependencies: ["FerryServer", "FerryStore", "FerrySync", "FerryTestSupport", "ferry"]),
         .testTarget(name: "FerrySyncTests", dependencies: ["FerrySync", "FerryStore", "FerryBLIP", "FerryWebSocket", "FerryTestSupport", "ferry"]),
         .testTarget(name: "FerryBLIPTests", dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet", "FerryTestSupport"],

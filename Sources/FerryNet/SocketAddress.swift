@@ -58,6 +58,31 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
         throw .invalidAddress(ipAddress)
     }
 
+    /// The address itself without the port: 4 bytes for IPv4, 16 for IPv6.
+    public var addressBytes: [UInt8] {
+        family == AF_INET6 ? Array(storage[8..<24]) : Array(storage[4..<8])
+    }
+
+    /// An address from its 4 (IPv4) or 16 (IPv6) bytes and a port; nil for any other length.
+    public init?(addressBytes: [UInt8], port: Int) {
+        switch addressBytes.count {
+        case 4:
+            var a4 = sockaddr_in()
+            a4.sin_family = sa_family_t(AF_INET)
+            a4.sin_port = in_port_t(UInt16(truncatingIfNeeded: port)).bigEndian
+            withUnsafeMutableBytes(of: &a4.sin_addr) { $0.copyBytes(from: addressBytes) }
+            self = withUnsafeBytes(of: &a4) { SocketAddress(raw: $0.baseAddress!, length: $0.count) }
+        case 16:
+            var a6 = sockaddr_in6()
+            a6.sin6_family = sa_family_t(AF_INET6)
+            a6.sin6_port = in_port_t(UInt16(truncatingIfNeeded: port)).bigEndian
+            withUnsafeMutableBytes(of: &a6.sin6_addr) { $0.copyBytes(from: addressBytes) }
+            self = withUnsafeBytes(of: &a6) { SocketAddress(raw: $0.baseAddress!, length: $0.count) }
+        default:
+            return nil
+        }
+    }
+
     func withSockAddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
         storage.withUnsafeBytes { body($0.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t($0.count)) }
     }

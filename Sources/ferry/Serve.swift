@@ -42,7 +42,8 @@ struct Serve: AsyncParsableCommand {
         valueName: "seconds"))
     var retryMaxWait: Double = 5
     @OptionGroup(title: "TLS (serving)") var serverTLS: ServerTLSOptions
-    @OptionGroup(title: "TLS (peers given with --replicate)") var clientTLS: ClientTLSOptions
+    @OptionGroup(title: "TLS (peers given with --replicate, --peer or found with --discover)") var clientTLS: ClientTLSOptions
+    @OptionGroup(title: "Discovery and static peers") var discovery: DiscoveryOptions
 
     @Option(help: ArgumentHelp("Read settings from this JSON file (keys: docs/daemon.md); flags given here override it.",
                                valueName: "file"))
@@ -130,16 +131,23 @@ struct Serve: AsyncParsableCommand {
         config.version = Ferry.version
         config.retryMaxWait = settings.retryMaxWait
         config.replicationTLS = clientTLS.configuration
+        config.peers = try discovery.configuration(pins: clientTLS.configuration.pins)
         let daemon = try await FerryDaemon.start(config, access: access, logger: Logger(label: "ferry.daemon"))
         warnAboutAccess(access, settings)
         let names = daemon.registry.names
+        // The "serving" lines are printed once the service group runs (DaemonService), that
+        // is once SIGTERM is handled: a supervisor that signals as soon as it reads them must
+        // not kill the process the default way.
+        var ready: [String] = []
         switch location {
         case .single(let name, let path):
-            print("ferry: serving \(path) at \(daemon.replicationURL(for: name))/_blipsync and \(daemon.baseURL)/\(name)\(user == nil ? "" : " (HTTP Basic authentication)")")
+            ready.append("ferry: serving \(path) at \(daemon.replicationURL(for: name))/_blipsync and \(daemon.baseURL)/\(name)\(user == nil ? "" : " (HTTP Basic authentication)")")
         case .directory(let dir):
-            print("ferry: serving \(names.count) database\(names.count == 1 ? "" : "s") from \(dir) at \(daemon.baseURL)/ (replication: \(daemon.replicationURL(for: "NAME"))/_blipsync)")
+            ready.append("ferry: serving \(names.count) database\(names.count == 1 ? "" : "s") from \(dir) at \(daemon.baseURL)/ (replication: \(daemon.replicationURL(for: "NAME"))/_blipsync)")
         }
-        fflush(nil)
+        if let peers = daemon.peers, let name = await peers.advertisedName() {
+            ready.append("ferry: advertising \"\(name)\" as \(PeerRecord.serviceType) on the LAN\(discovery.discover.map { "; discovering group \($0)" } ?? "")")
+        }
 
         // --replicate peers are managed replications that live as long as this process
         // (transient: not written to the replications file).
@@ -167,7 +175,7 @@ struct Serve: AsyncParsableCommand {
 
         // On SIGTERM or SIGINT the daemon stops its replications first (each saves its
         // checkpoint), then closes its clients (1001) and databases.
-        let services: [any Service] = [DaemonService(daemon: daemon)]
+        let services: [any Service] = [DaemonService(daemon: daemon, ready: ready)]
         var group = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         // Past this, whatever has not stopped is cancelled, so the process exits well within
         // the 10 s an orchestrator gives before SIGKILL.
@@ -202,8 +210,12 @@ struct Serve: AsyncParsableCommand {
 /// (so a bad port fails before anything runs); on graceful shutdown it stops.
 struct DaemonService: Service {
     let daemon: FerryDaemon
+    /// Lines printed (and flushed) when the group starts this service.
+    var ready: [String] = []
 
     func run() async throws {
+        for line in ready { print(line) }
+        fflush(nil)
         // Cancellation (a second signal, or the shutdown deadline) ends the wait too.
         try? await gracefulShutdown()
         await daemon.stop()

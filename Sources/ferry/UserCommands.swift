@@ -44,6 +44,7 @@ struct UserCommand: ParsableCommand {
 
         func validate() throws {
             guard UserRecord.isValidName(name) else { throw ValidationError("invalid user name \(name.debugDescription)") }
+            guard !name.hasPrefix("_group.") else { throw ValidationError("user names starting with _group. are reserved for discovery groups") }
             if password != nil && passwordStdin { throw ValidationError("--password and --password-stdin exclude each other") }
             for r in role where Self.parseRole(r) == nil { throw ValidationError("--role takes DB=reader|writer|admin, got \(r.debugDescription)") }
             for c in certificate where !(c.hasPrefix("sha256:") || c.hasPrefix("cn:")) {

@@ -137,8 +137,10 @@ struct ManagedReplicationProcessTests {
         var moved = 0
         let deadline = ContinuousClock.now + .seconds(60)
         while moved < n * cases.count / 40 && ContinuousClock.now < deadline {
+            // A blocking sleep, not Task.sleep: under a full test run the cooperative pool is
+            // busy and an async sleep can overshoot by seconds, letting the peer finish.
             kill(peerPID, SIGCONT)
-            try await Task.sleep(for: .milliseconds(10))
+            usleep(10_000)
             kill(peerPID, SIGSTOP)
             let jobs = try await admin1.jobs()
             moved = jobs.values.reduce(0) { $0 + Int(($1["info"]?.objectValue?["docs_written"]?.intValue) ?? 0) }

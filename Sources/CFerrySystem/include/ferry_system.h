@@ -47,4 +47,21 @@ uint64_t ferry_physical_memory(void);
 /// Monotonic clock in nanoseconds.
 uint64_t ferry_monotonic_ns(void);
 
+/// Multicast DNS sockets (FerryNet's MulticastSocket). Every call returns a negative errno on
+/// failure.
+///
+/// Opens a non-blocking, close-on-exec UDP socket of `family` (AF_INET or AF_INET6) bound to
+/// the wildcard address and `port` with SO_REUSEADDR and SO_REUSEPORT (other mDNS stacks on the
+/// host share the port), multicast TTL/hop limit 255, loopback of multicast on, and the
+/// arrival interface reported with each datagram (IP_PKTINFO / IPV6_RECVPKTINFO).
+int ferry_udp_multicast_socket(int family, uint16_t port);
+/// Joins (join != 0) or leaves the multicast group `group` (4 or 16 bytes, by family) on
+/// interface `ifindex`.
+int ferry_udp_multicast_membership(int fd, int family, const uint8_t *group, unsigned ifindex, int join);
+/// Receives one datagram into `buf`: its length (truncated to `len`), the sender's address in
+/// `from` (sockaddr_storage, `*fromlen` set), and the interface it arrived on in `*ifindex`.
+ssize_t ferry_udp_receive(int fd, uint8_t *buf, size_t len, void *from, unsigned *fromlen, unsigned *ifindex);
+/// Sends one datagram to `to` out of interface `ifindex` (0 = the routing table's choice).
+ssize_t ferry_udp_send(int fd, const uint8_t *buf, size_t len, const void *to, unsigned tolen, unsigned ifindex);
+
 #endif

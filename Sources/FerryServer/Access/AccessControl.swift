@@ -135,7 +135,26 @@ public final class AccessControl: Sendable {
     /// databases, reads metrics.
     public func isServerAdmin(_ identity: Identity) -> Bool { role(of: identity, on: "*") == .admin }
 
+    /// Lets the members of a discovery group in (`DiscoveryGroup`): user `_group.NAME` with
+    /// the password derived from the group's secret is a writer of every database. The name
+    /// cannot clash with a stored user's (`UserRecord.isValidName` allows `_group.`, so the
+    /// group's entry wins; `ferry user add` refuses the prefix).
+    public func setGroup(_ group: DiscoveryGroup?) {
+        let record = group.flatMap { g in
+            g.password.flatMap { p in (try? PasswordHash(password: p, iterations: 10_000)).map { UserRecord(name: g.userName, password: $0, roles: ["*": .writer]) } }
+        }
+        groupUser.withLock { $0 = record }
+    }
+
+    private let groupUser = Mutex<UserRecord?>(nil)
+
     private func currentUsers() -> [String: UserRecord] {
+        var users = storedUsers()
+        if let g = groupUser.withLock({ $0 }) { users[g.name] = g }
+        return users
+    }
+
+    private func storedUsers() -> [String: UserRecord] {
         guard let store else { return state.withLock { $0.users } }
         let now = ContinuousClock.now
         let (due, users) = state.withLock { s -> (Bool, [String: UserRecord]) in

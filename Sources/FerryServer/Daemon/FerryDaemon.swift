@@ -43,6 +43,9 @@ public final class FerryDaemon: Sendable {
         /// Take the data's lock and write its endpoint file (`DaemonEndpoint`), so that the
         /// `ferry` command finds this daemon and a second daemon on the same data refuses to start.
         public var publishEndpoint = true
+        /// Advertising on the link, discovery of a group's members and static peers
+        /// (`PeerCoordinator`); nil = none of them.
+        public var peers: PeerCoordinator.Configuration?
         /// A daemon of `location` with the defaults.
         public init(location: DatabaseRegistry.Location) {
             self.location = location
@@ -70,6 +73,16 @@ public final class FerryDaemon: Sendable {
     public let httpConnections: HTTPConnectionTracker
     private let listener: SyncListener
     private let lock: DaemonEndpoint.Lock?
+    private let coordinator: CoordinatorSlot
+
+    /// The advertiser, browser and static peers, when configured.
+    public var peers: PeerCoordinator? { coordinator.value.withLock { $0 } }
+
+    /// Where the coordinator is put once the listener's port is known; the discovery route
+    /// reads it from the start.
+    final class CoordinatorSlot: Sendable {
+        let value = Mutex<PeerCoordinator?>(nil)
+    }
 
     /// The port bound.
     public var port: Int { listener.port }
@@ -84,7 +97,8 @@ public final class FerryDaemon: Sendable {
 
     private init(registry: DatabaseRegistry, access: AccessControl, router: RESTRouter, replications: ReplicationRegistry,
                  scheduler: ReplicationScheduler, metrics: DaemonMetrics, httpConnections: HTTPConnectionTracker,
-                 listener: SyncListener, lock: DaemonEndpoint.Lock?) {
+                 listener: SyncListener, lock: DaemonEndpoint.Lock?, coordinator: CoordinatorSlot) {
+        self.coordinator = coordinator
         self.scheduler = scheduler
         self.lock = lock
         self.registry = registry
@@ -120,9 +134,12 @@ public final class FerryDaemon: Sendable {
         let tracker = HTTPConnectionTracker()
         let sources = DaemonMetrics.Sources(registry: registry, replications: replications, http: tracker,
                                             listener: { box.withLock { $0 } })
-        let router = RESTRouter(registry: registry, access: access, serverID: try serverID(configuration.location, registry),
+        let id = try serverID(configuration.location, registry)
+        let coordinator = CoordinatorSlot()
+        let router = RESTRouter(registry: registry, access: access, serverID: id,
                                 version: configuration.version,
-                                hooks: [OperationsRoutes.hook(metrics: metrics, sources: sources), ReplicatorRoutes.hook(scheduler)] + hooks,
+                                hooks: [OperationsRoutes.hook(metrics: metrics, sources: sources), ReplicatorRoutes.hook(scheduler),
+                                        DiscoveryRoute.hook { coordinator.value.withLock { $0 } }] + hooks,
                                 logger: logger)
         var sync = SyncListener.Configuration()
         sync.host = configuration.host
@@ -168,7 +185,7 @@ public final class FerryDaemon: Sendable {
         }
         box.withLock { $0 = listener }
         let daemon = FerryDaemon(registry: registry, access: access, router: router, replications: replications, scheduler: scheduler,
-                                 metrics: metrics, httpConnections: tracker, listener: listener, lock: lock)
+                                 metrics: metrics, httpConnections: tracker, listener: listener, lock: lock, coordinator: coordinator)
         do {
             if let lock {
                 let token = DaemonEndpoint.newToken()
@@ -178,6 +195,15 @@ public final class FerryDaemon: Sendable {
                 try DaemonEndpoint(url: url, token: token, pid: getpid()).publish(under: lock)
             }
             try scheduler.start()
+            if let peers = configuration.peers {
+                if let group = peers.group { access.setGroup(group) }
+                let pin = try configuration.tls.map { try certificatePin($0.identity.certificateChain) }
+                let c = try PeerCoordinator(configuration: peers, scheduler: scheduler, registry: registry, serverID: id,
+                                            listenHost: configuration.host, port: listener.port, pin: pin,
+                                            clientTLS: configuration.replicationTLS, logger: Logger(label: "ferry.peers"))
+                coordinator.value.withLock { $0 = c }
+                await c.start()
+            }
         } catch {
             await daemon.stop()
             throw error
@@ -202,11 +228,24 @@ public final class FerryDaemon: Sendable {
     /// Stops accepting, closes every replication client (WebSocket close 1001, "going away")
     /// and every REST connection, then closes the databases.
     public func stop() async {
+        // The goodbye goes first, so that peers stop replicating with this one before its
+        // connections close.
+        await peers?.stop()
         await scheduler.stop()
         await listener.stop()
         httpConnections.closeAll()
         registry.closeAll()
         lock?.release()
+    }
+
+    /// The hex SHA-256 of the leaf certificate (what peers pin).
+    static func certificatePin(_ chain: PEMSource) throws -> String {
+        let text: String
+        switch chain {
+        case .file(let path): text = try String(contentsOfFile: path, encoding: .utf8)
+        case .pem(let pem): text = pem
+        }
+        return AccessControl.hex(try TLSCertificate(pem: text).sha256)
     }
 
     /// The server's stable ID: kept in `DIR/_server_id` (made on first start), or the one

@@ -187,9 +187,11 @@ public final class ReplicationScheduler: Sendable {
         let result: Result<Void, Failure> = await gate.run {
             guard let m = replications.withLock({ $0[id] }) else { return .failure(.notFound("no replication \(id)")) }
             if let revision, revision != m.entry.revision { return .failure(.conflict("Document update conflict: _rev is not the current one")) }
-            await m.stop(nil)
+            // Out of the table first: it is gone for everyone from now on (a peer that left
+            // is no longer listed while its connection finishes closing).
             replications.withLock { $0[id] = nil }
             m.link.map { links?.remove($0) }
+            await m.stop(nil)
             do throws(Failure) { try await saveOrThrow() } catch { return .failure(error) }
             return .success(())
         }

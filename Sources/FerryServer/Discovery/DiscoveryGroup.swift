@@ -1,0 +1,81 @@
+import COpenSSL
+import FerryNet
+
+/// A discovery group (Protocol/dns-sd.md, "Groups and trust"): the peers that replicate with
+/// each other when they find one another. Joining takes credentials — a shared secret, and
+/// optionally pinned certificates — so discovery is never a way around authentication.
+///
+/// From the secret come two values, neither of which is the secret itself:
+/// - the HTTP Basic password peers use with each other (user `_group.NAME`);
+/// - a proof put in the advertisement, an HMAC over the advertiser's ID, port and certificate
+///   pin: a host without the secret cannot make one, so it is listed but never trusted (and
+///   never sent the password).
+public struct DiscoveryGroup: Sendable, Equatable {
+    /// The group's name (letters, digits, `.`, `_`, `-`; up to 63).
+    public var name: String
+    /// The shared secret, if the group uses one.
+    public var secret: String?
+    /// Certificate pins (SHA-256 of the DER certificate) of the members that serve TLS; when
+    /// not empty, a member must serve TLS with one of these certificates.
+    public var pins: [CertificatePin]
+
+    /// A group; the secret is needed (`validate()`).
+    public init(name: String, secret: String?, pins: [CertificatePin] = []) {
+        self.name = name; self.secret = secret; self.pins = pins
+    }
+
+    /// Why a group cannot be joined as configured, if it cannot.
+    public func validate() -> String? {
+        if !Self.isValidName(name) { return "group name \"\(name)\" must be 1-63 letters, digits, '.', '_' or '-'" }
+        // Members authenticate to each other with HTTP Basic derived from the secret; pins
+        // add the requirement that members serve TLS with known certificates.
+        if (secret ?? "").isEmpty { return "a group is joined only with credentials: give its shared secret" }
+        return nil
+    }
+
+    /// Whether `name` can name a group.
+    public static func isValidName(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 63 && name.utf8.allSatisfy {
+            ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 46 || $0 == 95 || $0 == 45
+        }
+    }
+
+    /// The user name members present to each other.
+    public var userName: String { "_group." + name }
+
+    /// The password members present to each other (hex HMAC-SHA256 of the secret), or nil
+    /// without a secret.
+    public var password: String? {
+        secret.map { Self.hmacHex(key: $0, message: "ferry-group-password/v1|" + name) }
+    }
+
+    /// The proof an advertisement carries (32 hex digits), binding the advertiser's ID, port
+    /// and certificate pin to the secret; nil without a secret.
+    public func proof(peerID: String, port: Int, pin: String?) -> String? {
+        secret.map { String(Self.hmacHex(key: $0, message: "ferry-group-proof/v1|\(name)|\(peerID)|\(port)|\(pin ?? "")").prefix(32)) }
+    }
+
+    /// Whether `proof` is the one this group's secret gives for that advertisement
+    /// (compared in constant time).
+    public func verify(proof: String?, peerID: String, port: Int, pin: String?) -> Bool {
+        guard let expected = self.proof(peerID: peerID, port: port, pin: pin), let proof else { return false }
+        let a = Array(expected.utf8), b = Array(proof.lowercased().utf8)
+        return a.count == b.count && a.withUnsafeBytes { x in b.withUnsafeBytes { y in CRYPTO_memcmp(x.baseAddress, y.baseAddress, a.count) == 0 } }
+    }
+
+    static func hmacHex(key: String, message: String) -> String {
+        let k = Array(key.utf8), m = Array(message.utf8)
+        var out = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 32
+        k.withUnsafeBytes { kb in
+            m.withUnsafeBufferPointer { mb in
+                _ = HMAC(EVP_sha256(), kb.baseAddress, Int32(kb.count), mb.baseAddress, mb.count, &out, &length)
+            }
+        }
+        return AccessControl.hex(Array(out.prefix(Int(length))))
+    }
+
+    public static func == (a: DiscoveryGroup, b: DiscoveryGroup) -> Bool {
+        a.name == b.name && a.secret == b.secret && a.pins == b.pins
+    }
+}

@@ -1,0 +1,86 @@
+import FerryDiscovery
+import FerryNet
+
+/// What a Ferry peer advertises about itself in its `_ferry._tcp` TXT record
+/// (Protocol/dns-sd.md, "Ferry's service"), and what it is to this daemon: trusted or not,
+/// and why.
+public struct PeerRecord: Sendable, Equatable {
+    /// The service type Ferry advertises.
+    public static let serviceType = "_ferry._tcp"
+    /// The TXT `v` this version writes.
+    public static let protocolVersion = "1"
+    /// A `dbs` value longer than this is not sent; `dbs=*` says "ask over REST" instead.
+    static let maxDatabasesText = 200
+
+    /// The instance name.
+    public var name: String
+    /// The peer's stable ID (`GET /`'s uuid).
+    public var id: String
+    /// The TXT `v`.
+    public var version: String
+    /// Where it is: addresses (IPv4 first) and port.
+    public var addresses: [String]
+    public var port: Int
+    /// The databases it offers; nil when it did not list them (`dbs=*`).
+    public var databases: [String]?
+    /// Whether it serves TLS, and the SHA-256 of its certificate.
+    public var tls: Bool
+    public var pin: String?
+    /// Its group and the group proof.
+    public var group: String?
+    public var proof: String?
+
+    /// The TXT pairs of an advertisement.
+    public static func txt(id: String, databases: [String], tls: Bool, pin: String?, group: DiscoveryGroup?, port: Int) -> [(key: String, value: String?)] {
+        let dbs = databases.joined(separator: ",")
+        var pairs: [(key: String, value: String?)] = [("v", protocolVersion), ("id", id),
+                                                     ("dbs", dbs.utf8.count <= maxDatabasesText ? dbs : "*"), ("tls", tls ? "1" : "0")]
+        if let pin { pairs.append(("pin", pin)) }
+        if let group {
+            pairs.append(("grp", group.name))
+            if let proof = group.proof(peerID: id, port: port, pin: pin) { pairs.append(("proof", proof)) }
+        }
+        return pairs
+    }
+
+    /// A found service read as a Ferry peer; nil if it is not one (no `id`).
+    public init?(_ s: DiscoveredService) {
+        guard let id = s.value("id"), !id.isEmpty else { return nil }
+        name = s.name
+        self.id = id
+        version = s.value("v") ?? ""
+        addresses = s.addresses
+        port = Int(s.port)
+        let dbs = s.value("dbs") ?? ""
+        databases = dbs == "*" ? nil : dbs.split(separator: ",").map(String.init)
+        tls = s.value("tls") == "1"
+        pin = s.value("pin")
+        group = s.value("grp")
+        proof = s.value("proof")
+    }
+
+    /// The URL of database `db` on this peer (its first address).
+    public func url(for db: String) -> String? {
+        guard let host = addresses.first else { return nil }
+        let h = host.contains(":") ? "[\(host)]" : host
+        return "\(tls ? "wss" : "ws")://\(h):\(port)/\(PercentDecoding.encodeSegment(db))"
+    }
+
+    /// Whether this daemon, a member of `group`, may replicate with the peer; nil = trusted,
+    /// else why not. A stranger is listed, never trusted.
+    public func distrust(in group: DiscoveryGroup?) -> String? {
+        guard let group else { return "this daemon is in no discovery group" }
+        guard self.group == group.name else { return self.group.map { "in group \($0), not \(group.name)" } ?? "in no group" }
+        if group.secret != nil && !group.verify(proof: proof, peerID: id, port: port, pin: pin) {
+            return "wrong group secret (its proof does not match)"
+        }
+        if !group.pins.isEmpty {
+            guard tls else { return "serves without TLS; the group's members are pinned" }
+            guard let pin, let p = CertificatePin(.certificate, hex: pin), group.pins.contains(p) else {
+                return "its certificate is not pinned (\(pin ?? "no pin"))"
+            }
+        }
+        if tls && pin == nil { return "serves TLS without advertising its certificate pin" }
+        return nil
+    }
+}

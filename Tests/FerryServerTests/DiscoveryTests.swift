@@ -1,0 +1,148 @@
+import FerryDiscovery
+import FerryNet
+import FerryServer
+import FerryStore
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// Discovery groups and static peers between in-process daemons (Protocol/dns-sd.md, "Groups
+/// and trust"). Multicast stays on the loopback interface, on a UDP port of the test's own
+/// (not 5353), so other tests' daemons and the machine's mDNS stacks are not in the way.
+@Suite("Discovery: groups, strangers, static peers")
+struct DiscoveryTests {
+    static let admin = DaemonFixture.user("root", "pw", ["*": .admin])
+    static let root = ("root", "pw")
+
+    static func member(_ name: String, secret: String, mdnsPort: Int, group: String? = "lab",
+                       advertise: Bool = true, statics: [String] = []) async throws -> DaemonFixture {
+        try await DaemonFixture(users: [admin], databases: ["db"]) { c in
+            var p = PeerCoordinator.Configuration(instanceName: name)
+            p.interfaces = ["lo"]
+            p.mdnsPort = mdnsPort
+            p.advertise = advertise
+            p.staticPeers = statics
+            p.group = DiscoveryGroup(name: group ?? "static", secret: secret)
+            p.discover = group != nil
+            c.peers = p
+            c.retryMaxWait = 1
+        }
+    }
+
+    static func peers(_ f: DaemonFixture) async throws -> [[String: JSONValue]] {
+        try await f.request("GET", "/_discovery", user: root).object["peers"]?.arrayValue?.compactMap(\.objectValue) ?? []
+    }
+
+    static func has(_ f: DaemonFixture, _ id: String) async throws -> Bool {
+        try await f.request("GET", "/db/\(id)", user: root).status == 200
+    }
+
+    static func jobs(_ f: DaemonFixture) -> [String] { f.daemon.scheduler.entries.map(\.spec.id) }
+
+    static func freePort() -> Int { Int.random(in: 20_000..<60_000) }
+
+    @Test func membersFindEachOtherAndReplicateAndAStrangerIsListedNotTrusted() async throws {
+        let port = Self.freePort()
+        let a = try await Self.member("alpha", secret: "right", mdnsPort: port)
+        defer { Task { await a.stop() } }
+        let b = try await Self.member("beta", secret: "right", mdnsPort: port)
+        defer { Task { await b.stop() } }
+        let stranger = try await Self.member("mallory", secret: "wrong", mdnsPort: port)
+        defer { Task { await stranger.stop() } }
+        _ = try await a.request("PUT", "/db/from-a", json: #"{"x":1}"#, user: Self.root)
+        _ = try await b.request("PUT", "/db/from-b", json: #"{"x":2}"#, user: Self.root)
+        _ = try await stranger.request("PUT", "/db/from-stranger", json: #"{"x":3}"#, user: Self.root)
+
+        #expect(try await ReplicatorRoutesTests.eventually {
+            let ab = try await Self.has(a, "from-b"), ba = try await Self.has(b, "from-a")
+            return ab && ba
+        })
+        // The stranger is listed on both members with the reason, and never trusted.
+        #expect(try await ReplicatorRoutesTests.eventually {
+            try await Self.peers(a).contains { $0["name"]?.stringValue == "mallory" }
+        })
+        let listed = try #require(try await Self.peers(a).first { $0["name"]?.stringValue == "mallory" })
+        #expect(listed["trusted"] == .bool(false))
+        #expect(listed["reason"]?.stringValue?.contains("wrong group secret") == true)
+        // Each member replicates with the other (a member that saw the other before its
+        // database existed starts when the new list is announced).
+        #expect(try await ReplicatorRoutesTests.eventually {
+            try await Self.peers(a).first { $0["name"]?.stringValue == "beta" }?["replicating"] == .array(["db"])
+        })
+        let beta = try #require(try await Self.peers(a).first { $0["name"]?.stringValue == "beta" })
+        #expect(beta["trusted"] == .bool(true))
+        // A member's only job is with the other member; the stranger, whose secret does not
+        // verify the members' proofs either, has none.
+        let strangerID = try #require(try await stranger.request("GET", "/", user: Self.root).object["uuid"]?.stringValue)
+        #expect(Self.jobs(a).count == 1 && !Self.jobs(a).contains { $0.contains(strangerID) })
+        #expect(Self.jobs(stranger).isEmpty)
+        for (f, id) in [(a, "from-stranger"), (b, "from-stranger"), (stranger, "from-a"), (stranger, "from-b")] {
+            let present = try await Self.has(f, id)
+            #expect(!present)
+        }
+        // Writes keep flowing between members.
+        _ = try await a.request("PUT", "/db/later", json: #"{"x":4}"#, user: Self.root)
+        #expect(try await ReplicatorRoutesTests.eventually { try await Self.has(b, "later") })
+        let leaked = try await Self.has(stranger, "later")
+        #expect(!leaked)
+    }
+
+    @Test func aMemberThatLeavesIsDroppedAtItsGoodbye() async throws {
+        let port = Self.freePort()
+        let a = try await Self.member("alpha", secret: "s", mdnsPort: port)
+        defer { Task { await a.stop() } }
+        let b = try await Self.member("beta", secret: "s", mdnsPort: port)
+        #expect(try await ReplicatorRoutesTests.eventually { Self.jobs(a).count == 1 })
+        await b.stop()
+        // Gone at its goodbye: within a second between namespaces (Tests/Discovery/check
+        // measures it); here the test process is shared with every other suite, so the
+        // proof is the reason recorded, not the time.
+        #expect(try await ReplicatorRoutesTests.eventually { Self.jobs(a).isEmpty })
+        let departed = try await a.request("GET", "/_discovery", user: Self.root).object["departed"]?.arrayValue ?? []
+        #expect(departed.last?.objectValue?["name"] == .string("beta"))
+        #expect(departed.last?.objectValue?["reason"] == .string("goodbye"))
+    }
+
+    @Test func staticPeersReplicateWithTheGroupsCredentialsWithoutMulticast() async throws {
+        // Neither advertises nor browses: only the static list.
+        let port = Self.freePort()
+        let a = try await Self.member("alpha", secret: "s", mdnsPort: port, group: nil, advertise: false)
+        defer { Task { await a.stop() } }
+        let b = try await Self.member("beta", secret: "s", mdnsPort: port, group: nil, advertise: false,
+                                      statics: ["ws://127.0.0.1:\(a.daemon.port)"])
+        defer { Task { await b.stop() } }
+        _ = try await a.request("PUT", "/db/from-a", json: #"{"x":1}"#, user: Self.root)
+        _ = try await b.request("PUT", "/db/from-b", json: #"{"x":2}"#, user: Self.root)
+        #expect(try await ReplicatorRoutesTests.eventually {
+            let ab = try await Self.has(a, "from-b"), ba = try await Self.has(b, "from-a")
+            return ab && ba
+        })
+        let listed = try await Self.peers(b)
+        #expect(listed.count == 1)
+        #expect(listed.first?["source"] == JSONValue.string("static"))
+        #expect(listed.first?["trusted"] == JSONValue.bool(true))
+        // A static peer with the wrong secret is refused by the other side and moves nothing.
+        let c = try await Self.member("gamma", secret: "other", mdnsPort: port, group: nil, advertise: false,
+                                      statics: ["ws://127.0.0.1:\(a.daemon.port)"])
+        defer { Task { await c.stop() } }
+        #expect(try await ReplicatorRoutesTests.eventually {
+            try await Self.peers(c).first?["reason"]?.stringValue?.contains("401") == true
+        })
+        let reached = try await Self.has(c, "from-a")
+        #expect(!reached)
+    }
+
+    @Test func theProofAndThePasswordComeFromTheSecretAndAreNotIt() {
+        let g = DiscoveryGroup(name: "lab", secret: "s3cret")
+        let proof = g.proof(peerID: "abc", port: 4984, pin: nil)
+        #expect(proof?.count == 32)
+        #expect(g.verify(proof: proof, peerID: "abc", port: 4984, pin: nil))
+        #expect(!g.verify(proof: proof, peerID: "abd", port: 4984, pin: nil))
+        #expect(!g.verify(proof: proof, peerID: "abc", port: 4985, pin: nil))
+        #expect(!g.verify(proof: proof, peerID: "abc", port: 4984, pin: String(repeating: "a", count: 64)))
+        #expect(!DiscoveryGroup(name: "lab", secret: "other").verify(proof: proof, peerID: "abc", port: 4984, pin: nil))
+        #expect(g.password != nil && g.password?.contains("s3cret") == false)
+        #expect(DiscoveryGroup(name: "lab", secret: nil).validate() != nil)
+        #expect(DiscoveryGroup(name: "bad name", secret: "x").validate() != nil)
+    }
+}
