@@ -3,10 +3,15 @@ import PackageDescription
 
 /// Ferry: a peer-to-peer document replicator. One module per layer; each depends only on the
 /// layers below it (docs/architecture.md):
-/// - transport: system libraries (OpenSSL, zlib) → FerryNet (sockets, epoll, TLS) →
-///   FerryWebSocket → FerryBLIP;
+/// - transport: system libraries (OpenSSL, zlib) → FerryNet (sockets, epoll, TLS, multicast
+///   UDP) → FerryWebSocket → FerryBLIP;
+/// - codecs, sans-I/O and without dependencies: FerryHTTP (HTTP/1.1), FerryDNS (DNS messages
+///   for Multicast DNS and DNS-SD);
+/// - discovery: FerryDiscovery (mDNS responder and browser) on FerryDNS and FerryNet;
 /// - storage: SQLite → FerryStore, which knows no transport;
-/// - FerrySync (replication) on FerryBLIP and FerryStore; the executables on top.
+/// - FerrySync (replication) on FerryBLIP and FerryStore;
+/// - FerryServer (the daemon: REST, access control, peers) on FerrySync, FerryStore, FerryHTTP
+///   and FerryDiscovery; the executables on top.
 /// Linux only: the event loop is epoll and eventfd, so no Apple platform is declared.
 let package = Package(
     name: "Ferry",

@@ -20,6 +20,7 @@ public struct DiscoveredService: Sendable, Equatable, CustomStringConvertible {
     /// The value of TXT key `key` (nil when absent or without a value).
     public func value(_ key: String) -> String? { txt[key.lowercased()] ?? nil }
 
+    /// The name, host, port and addresses, for logs.
     public var description: String { "\(name) at \(hostName):\(port) \(addresses)" }
 }
 

@@ -18,6 +18,7 @@ public struct ServiceAdvertisement: Sendable, Equatable {
         self.instanceName = instanceName; self.serviceType = serviceType; self.port = port; self.txt = txt
     }
 
+    /// Whether two advertisements have the same name, type, port and TXT pairs in the same order.
     public static func == (a: ServiceAdvertisement, b: ServiceAdvertisement) -> Bool {
         a.instanceName == b.instanceName && a.serviceType == b.serviceType && a.port == b.port
             && a.txt.count == b.txt.count && zip(a.txt, b.txt).allSatisfy { $0.key == $1.key && $0.value == $1.value }

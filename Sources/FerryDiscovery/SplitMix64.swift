@@ -6,6 +6,7 @@ public struct SplitMix64: RandomNumberGenerator, Sendable {
     /// A generator whose sequence is determined by `seed`.
     public init(seed: UInt64) { state = seed }
 
+    /// The next value of the sequence; the same seed always gives the same sequence.
     public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state

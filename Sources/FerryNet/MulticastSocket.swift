@@ -96,6 +96,8 @@ public final class MulticastSocket: Selectable, @unchecked Sendable {
         loop.removeShutdownHook(self)
     }
 
+    /// `Selectable`: reads the waiting datagrams (up to 64 per call, so one busy socket cannot
+    /// starve the loop) and hands each to `onDatagram`; longer ones are dropped and counted.
     public func readable() {
         let buffer = loop.sharedReadBuffer
         var from = sockaddr_storage()
@@ -115,5 +117,6 @@ public final class MulticastSocket: Selectable, @unchecked Sendable {
         }
     }
 
+    /// `Selectable`: nothing to do; the socket is registered for reading only and sends never wait.
     public func writable() {}
 }

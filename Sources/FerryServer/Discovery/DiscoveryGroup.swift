@@ -75,6 +75,7 @@ public struct DiscoveryGroup: Sendable, Equatable {
         return AccessControl.hex(Array(out.prefix(Int(length))))
     }
 
+    /// Whether two groups have the same name, secret and pins (in the same order).
     public static func == (a: DiscoveryGroup, b: DiscoveryGroup) -> Bool {
         a.name == b.name && a.secret == b.secret && a.pins == b.pins
     }

@@ -90,8 +90,9 @@ public actor PeerCoordinator {
     /// The last peers that left, newest last: name, why (goodbye, expired, interface gone), when.
     private var departures: [(name: String, reason: String, at: Date)] = []
 
-    /// A coordinator for a daemon listening on `host`:`port` (with certificate pin `pin` when
-    /// it serves TLS). Nothing runs until `start()`.
+    /// A coordinator for a daemon with ID `serverID` listening on `listenHost`:`port` (with
+    /// certificate pin `pin` when it serves TLS); replications it starts connect with
+    /// `clientTLS`. Nothing runs until `start()`. Throws when its event loop cannot be started.
     public init(configuration: Configuration, scheduler: ReplicationScheduler, registry: DatabaseRegistry, serverID: String,
                 listenHost: String, port: Int, pin: String?, clientTLS: TLSClientConfiguration, logger: Logger) throws {
         self.configuration = configuration

@@ -18,16 +18,20 @@ public struct PeerRecord: Sendable, Equatable {
     public var id: String
     /// The TXT `v`.
     public var version: String
-    /// Where it is: addresses (IPv4 first) and port.
+    /// Its addresses, IPv4 first (static peers: the host of the URL).
     public var addresses: [String]
+    /// The port it serves BLIP and REST on (the SRV port).
     public var port: Int
     /// The databases it offers; nil when it did not list them (`dbs=*`).
     public var databases: [String]?
-    /// Whether it serves TLS, and the SHA-256 of its certificate.
+    /// Whether it serves TLS (`wss://`, `https://`): TXT `tls=1`, or a static peer's URL scheme.
     public var tls: Bool
+    /// The SHA-256 of its leaf certificate (DER), 64 hex digits: TXT `pin`; nil when not
+    /// advertised (no TLS, or a static peer).
     public var pin: String?
-    /// Its group and the group proof.
+    /// The discovery group it says it is in: TXT `grp`; nil for none.
     public var group: String?
+    /// Its group proof (TXT `proof`), checked against the group's secret by `distrust(in:)`.
     public var proof: String?
 
     /// The TXT pairs of an advertisement.
