@@ -35,28 +35,26 @@ import Glibc
         }
     }
 
-    @Test func twoAgentsFindEachOtherOnLoopbackAndAGoodbyeIsSeenAtOnce() async throws {
+    @Test func twoAgentsFindEachOtherOnLoopbackAndAGoodbyeRemovesTheInstance() async throws {
         let loop = try EventLoop(name: "mdns-test")
         defer { loop.shutdown() }
         let type = Self.uniqueType()
         let a = try await Self.agent(loop, type: type, advertise: "alpha", txt: [("id", "aaa"), ("dbs", "db,notes")])
         let b = try await Self.agent(loop, type: type, advertise: "beta", txt: [("id", "bbb")])
-        let foundAlpha = await Self.next(b, within: 10) { if case .found(let s) = $0 { s.name == "alpha" } else { false } }
+        let foundAlpha = await Self.next(b, within: 30) { if case .found(let s) = $0 { s.name == "alpha" } else { false } }
         guard case .found(let alpha) = foundAlpha else { Issue.record("b did not find alpha"); return }
         #expect(alpha.value("dbs") == "db,notes")
         #expect(alpha.port == 4984)
         #expect(alpha.addresses.contains("127.0.0.1"))
-        let foundBeta = await Self.next(a, within: 10) { if case .found(let s) = $0 { s.name == "beta" } else { false } }
+        let foundBeta = await Self.next(a, within: 30) { if case .found(let s) = $0 { s.name == "beta" } else { false } }
         #expect(foundBeta != nil)
 
-        let clock = ContinuousClock()
-        let start = clock.now
         await a.stop()
-        let lost = await Self.next(b, within: 5) { if case .lost(let n, _) = $0 { n == alpha.fullName } else { false } }
+        // Lost by its goodbye (the records' TTL is 120 s, so nothing else could remove it in
+        // this window). How fast is measured between namespaces by Tests/Discovery/check: in
+        // this process every other suite shares the threads that deliver the event.
+        let lost = await Self.next(b, within: 30) { if case .lost(let n, _) = $0 { n == alpha.fullName } else { false } }
         #expect(lost == .lost(name: alpha.fullName, reason: "goodbye"))
-        // At once on an idle machine (Tests/Discovery/check measures it between namespaces);
-        // the bound leaves room for a loaded test run.
-        #expect(clock.now - start < .seconds(5))
         await b.stop()
     }
 
