@@ -46,16 +46,23 @@ import Testing
         }
     }
 
-    @Test func aBrowserFindsAnAdvertisedInstanceWithItsTXTAndSeesItsGoodbye() {
+    /// A link with one responder advertising `name` (host `ferry-aaaa`) and one browser,
+    /// run until the instance is announced and found.
+    static func announced(_ name: String, ttls: MDNSTTLs = MDNSTTLs()) -> Link {
         var link = Link()
-        var r = MDNSResponder(hostLabel: "ferry-aaaa", seed: 1)
+        var r = MDNSResponder(hostLabel: "ferry-aaaa", ttls: ttls, seed: 1)
         r.setInterfaces([Self.lo], now: 0)
-        r.register(Self.ad("Molly's Mac"), now: 0)
+        r.register(Self.ad(name), now: 0)
         var b = MDNSBrowser(serviceType: "_ferry._tcp", seed: 2)!
         b.setInterfaces([Self.lo], now: 0)
         link.responders = [r]
         link.browsers = [b]
         link.run(until: 3)
+        return link
+    }
+
+    @Test func aBrowserFindsAnAdvertisedInstanceWithItsTXTAndSeesItsGoodbye() {
+        var link = Self.announced("Molly's Mac")
         #expect(link.responders[0].isAnnounced)
         let events = link.browsers[0].takeEvents()
         guard case .found(let s) = events.first else { Issue.record("not found: \(events)"); return }
@@ -137,17 +144,9 @@ import Testing
     }
 
     @Test func anInstanceThatStopsAnsweringExpiresWithItsTTL() {
-        var link = Link()
         var ttls = MDNSTTLs()
         ttls.host = 10
-        var r = MDNSResponder(hostLabel: "ferry-aaaa", ttls: ttls, seed: 1)
-        r.setInterfaces([Self.lo], now: 0)
-        r.register(Self.ad("gone"), now: 0)
-        var b = MDNSBrowser(serviceType: "_ferry._tcp", seed: 2)!
-        b.setInterfaces([Self.lo], now: 0)
-        link.responders = [r]
-        link.browsers = [b]
-        link.run(until: 3)
+        var link = Self.announced("gone", ttls: ttls)
         #expect(link.browsers[0].services.count == 1)
         // The host vanishes without a goodbye (SIGKILL): its maintenance queries go
         // unanswered and its SRV expires 10 s after it was last heard.
@@ -165,15 +164,7 @@ import Testing
     }
 
     @Test func reconfirmationFlushesAnInstanceWhoseHostIsSilent() {
-        var link = Link()
-        var r = MDNSResponder(hostLabel: "ferry-aaaa", seed: 1)
-        r.setInterfaces([Self.lo], now: 0)
-        r.register(Self.ad("silent"), now: 0)
-        var b = MDNSBrowser(serviceType: "_ferry._tcp", seed: 2)!
-        b.setInterfaces([Self.lo], now: 0)
-        link.responders = [r]
-        link.browsers = [b]
-        link.run(until: 3)
+        var link = Self.announced("silent")
         guard let s = link.browsers[0].services.first else { Issue.record("not found"); return }
         _ = link.browsers[0].takeEvents()
         link.responders = []
