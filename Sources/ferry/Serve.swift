@@ -13,7 +13,21 @@ import Synchronization
 /// continuously with other peers (a mesh).
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Serve databases at ws://HOST:PORT/NAME/_blipsync and the REST API at http://HOST:PORT/ (wss:// and https:// with --tls-cert).")
+        abstract: "Serve databases at ws://HOST:PORT/NAME/_blipsync and the REST API at http://HOST:PORT/ (wss:// and https:// with --tls-cert).",
+        discussion: """
+        The default command: `ferry` alone serves ./ferry.db as `ferry` on
+        127.0.0.1:4984. SIGINT or SIGTERM stops it cleanly. Settings can also
+        come from --config FILE (keys: docs/daemon.md).
+
+        Example:
+          ferry serve --allow-anonymous
+          ferry serve --db naomi.db --host 0.0.0.0 --user naomi --password "$PW"
+          ferry serve --data ./dbs --users ./dbs/_users.json
+          ferry serve --db a.db --allow-anonymous \\
+              --replicate ws://127.0.0.1:4985/b
+          ferry serve --tls-cert cert.pem --tls-key key.pem --allow-anonymous
+          ferry serve --discover lab --group-secret "$SECRET" --allow-anonymous
+        """)
 
     @OptionGroup var database: DatabaseOption
     @Option(help: ArgumentHelp("Serve every database in this directory (NAME.ferry files; created if missing) instead of one --db file.",

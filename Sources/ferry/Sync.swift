@@ -7,7 +7,31 @@ import Foundation
 /// `ferry sync`: one replication with a peer, with a live progress line and a summary.
 struct Sync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Push to and pull from a peer (ws://host:port/db); one-shot unless --continuous.")
+        abstract: "Push to and pull from a peer (ws://host:port/db); one-shot unless --continuous.",
+        discussion: """
+        A one-shot sync retries an unreachable peer (waits doubling from 1 s)
+        until --timeout seconds have passed or --max-attempts attempts have
+        failed, then gives up with one line saying why. Documents the peer
+        rejects (its validation) or whose attachments cannot be fetched are
+        named on standard error, and the sync exits 1.
+
+        Exit status:
+          0  done: everything was pushed and pulled
+          1  failed: the replication, or some documents (named on stderr)
+          2  usage: a wrong option or value
+          3  unreachable: gave up within --timeout / --max-attempts
+          4  authentication refused by the peer (HTTP 401 or 403)
+          5  TLS refused: the peer's certificate (--pin, --ca) or ours
+
+        Example:
+          ferry sync ws://127.0.0.1:4984/naomi --db molly.db
+          ferry sync ws://rita:secret@host:4984/tasks --pull --timeout 10
+          ferry sync wss://host:4984/tasks --pin "$PIN" --max-attempts 3
+          ferry sync ws://host:4984/tasks --pull --filter byOwner \\
+              --param owner=molly
+          ferry sync ws://host:4984/tasks --doc-id task-1 --doc-id task-2
+          ferry sync ws://host:4984/tasks --batch-size 100 --continuous
+        """)
 
     @Argument(help: "The peer's database URL, ws://host:port/db or wss://host:port/db.") var url: String
     @OptionGroup var database: DatabaseOption
@@ -26,6 +50,15 @@ struct Sync: AsyncParsableCommand {
     @Option(help: ArgumentHelp("The longest wait between attempts to reach the peer (the wait doubles from 1 s up to this).",
                                valueName: "seconds"))
     var retryMaxWait: Double = 300
+    @Option(help: ArgumentHelp("Documents per changes message (and per checkpoint step).", valueName: "n"))
+    var batchSize: Int = ReplicatorConfiguration.defaultBatchSize
+    @Option(help: ArgumentHelp("Pull only what the peer's pull filter of this name lets through (registered on the serving peer; CouchDB's `filter`).",
+                               valueName: "name"))
+    var filter: String?
+    @Option(name: .customLong("param"), help: ArgumentHelp("A parameter for --filter (CouchDB's `query_params`); repeatable.", valueName: "key=value"))
+    var parameters: [String] = []
+    @Option(name: .customLong("doc-id"), help: ArgumentHelp("Replicate only this document, both ways; repeatable.", valueName: "id"))
+    var documentIDs: [String] = []
     @OptionGroup(title: "TLS (wss:// peers)") var tls: ClientTLSOptions
     @OptionGroup(title: "Attachments (pull)") var downloads: DownloadRuleOptions
 
@@ -35,6 +68,25 @@ struct Sync: AsyncParsableCommand {
         if let maxAttempts, maxAttempts < 0 { throw ValidationError("--max-attempts must be 0 (no limit) or positive") }
         if let timeout, timeout < 0 { throw ValidationError("--timeout must be 0 (never) or positive") }
         if retryMaxWait <= 0 { throw ValidationError("--retry-max-wait must be positive") }
+        if batchSize < 1 { throw ValidationError("--batch-size must be positive") }
+        if filter != nil && push { throw ValidationError("--filter selects what is pulled; it does nothing with --push") }
+        if filter == nil && !parameters.isEmpty { throw ValidationError("--param goes with --filter") }
+        _ = try filterParameters()
+        if documentIDs.contains(where: \.isEmpty) { throw ValidationError("--doc-id needs a document ID") }
+    }
+
+    /// The `--param K=V` pairs as the filter's parameters.
+    func filterParameters() throws -> [String: String] {
+        var out: [String: String] = [:]
+        for p in parameters {
+            guard let eq = p.firstIndex(of: "="), eq != p.startIndex else {
+                throw ValidationError("--param \(p) is not KEY=VALUE")
+            }
+            let key = String(p[..<eq])
+            if out[key] != nil { throw ValidationError("--param \(key) is given twice") }
+            out[key] = String(p[p.index(after: eq)...])
+        }
+        return out
     }
 
     /// The URL with any password replaced by `***`, for messages.
@@ -57,6 +109,10 @@ struct Sync: AsyncParsableCommand {
         c.maxAttemptWaitTime = retryMaxWait
         c.tls = tls.configuration
         c.attachmentDownloadPolicy = downloads.policy
+        c.batchSize = batchSize
+        c.pullFilter = filter
+        c.pullFilterParameters = try filterParameters()
+        if !documentIDs.isEmpty { c.documentIDs = documentIDs }
         // Credentials in the URL are the Replicator's to use; --user/--password win over them.
         if let user, let password { c.authenticator = .basic(user: user, password: password) }
         let replicator = Replicator(configuration: c)
@@ -64,19 +120,21 @@ struct Sync: AsyncParsableCommand {
         let terminal = isatty(STDERR_FILENO) != 0
         let bar = ProgressBar.wanted() ? ProgressBar() : nil
         let events = replicator.documentEvents()
-        let tally = Task { () -> [String: Int] in
-            var counts: [String: Int] = [:]
+        let tally = Task { () -> Tally in
+            var t = Tally()
             for await e in events {
                 switch e.kind {
-                case .pushed: counts["pushed", default: 0] += 1
-                case .pulled: counts["pulled", default: 0] += 1
-                case .conflictResolved: counts["conflicts resolved", default: 0] += 1
+                case .pushed: t.counts["pushed", default: 0] += 1
+                case .pulled: t.counts["pulled", default: 0] += 1
+                case .conflictResolved: t.counts["conflicts resolved", default: 0] += 1
                 case .failed(let error):
-                    counts["errors", default: 0] += 1
-                    if let bar { bar.printAbove("ferry: \(e.documentID): \(error)") } else { warn("ferry: \(e.documentID): \(error)") }
+                    t.counts["errors", default: 0] += 1
+                    if !t.failed.contains(e.documentID) { t.failed.append(e.documentID) }
+                    let line = "ferry: \(e.documentID) failed: \(Self.describe(documentError: error))"
+                    if let bar { bar.printAbove(line) } else { warn(line) }
                 }
             }
-            return counts
+            return t
         }
         if let bar {
             let work = push ? "pushing" : pull ? "pulling" : "syncing"
@@ -91,17 +149,81 @@ struct Sync: AsyncParsableCommand {
         let error = await replicator.waitUntilStopped()
         stop?.cancel()
         await bar?.stop()
-        try finish(await tally.value, error: error, terminal: terminal)
+        let seen = await tally.value
         db.close()
+        try finish(seen, error: error, terminal: terminal)
     }
 
-    private func finish(_ counts: [String: Int], error: ReplicationError?, terminal: Bool) throws {
+    /// What the event stream saw: counts by kind and the documents that failed, in order.
+    struct Tally: Sendable {
+        var counts: [String: Int] = [:]
+        var failed: [String] = []
+    }
+
+    private func finish(_ tally: Tally, error: ReplicationError?, terminal: Bool) throws {
         if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
         let keys = ["pushed", "pulled", "conflicts resolved", "errors"]
-        print("ferry: " + keys.map { "\(counts[$0] ?? 0) \($0)" }.joined(separator: ", "))
+        print("ferry: " + keys.map { "\(tally.counts[$0] ?? 0) \($0)" }.joined(separator: ", "))
         if let error {
-            warn("ferry: replication failed: \(error)")
-            throw ExitCode(1)
+            let credentials = user != nil || URLComponents(string: url)?.user != nil
+            let (status, reason) = Self.outcome(of: error, url: Self.redacted(url), credentials: credentials,
+                                                timeout: timeout ?? (continuous ? 0 : 60),
+                                                maxAttempts: maxAttempts ?? (continuous ? 0 : 10))
+            warn("ferry: \(reason)")
+            throw status.exitCode
         }
+        if !tally.failed.isEmpty {
+            let n = tally.failed.count
+            warn("ferry: \(n) document\(n == 1 ? "" : "s") failed: \(tally.failed.joined(separator: ", "))")
+            throw ExitStatus.failed.exitCode
+        }
+    }
+
+    /// A document's failure in words: a peer's refusal says so.
+    static func describe(documentError error: ReplicationError) -> String {
+        if case let .remote(_, code, message) = error, code == 403 || code == 401 {
+            return "rejected by the peer (\(code)): \(message)"
+        }
+        return "\(error)"
+    }
+
+    /// How a replication that stopped with `error` exits, and the one line that says why.
+    /// `credentials`: whether any were given; `timeout` and `maxAttempts` (0 = no limit) are the
+    /// limits in force, named in the message.
+    static func outcome(of error: ReplicationError, url: String, credentials: Bool, timeout: Double,
+                        maxAttempts: Int) -> (ExitStatus, String) {
+        switch error {
+        case .httpStatus(let s, let m) where s == 401 || s == 403,
+             .remote("HTTP", let s, let m) where s == 401 || s == 403:
+            let what = s == 403 ? "these credentials may not replicate this database"
+                : credentials ? "the user name or password is wrong"
+                : "the peer wants credentials: --user/--password, or ws://user:password@host/db"
+            return (.authenticationRefused, "authentication refused by \(url): HTTP \(s)\(m.isEmpty ? "" : " \(m)"): \(what)")
+        case .tls(let e) where !error.isTransient:
+            if case .configuration = e { return (.failed, "replication failed: \(e)") }
+            let hint: String
+            switch e {
+            case .certificateRejected: hint = " (check --pin, or --ca for CA-issued certificates)"
+            case .alertReceived: hint = " (does the peer want a client certificate? --client-cert/--client-key)"
+            default: hint = ""
+            }
+            return (.tlsRefused, "TLS refused with \(url): \(e)\(hint)")
+        case .store:
+            return (.failed, "replication failed: \(error)")
+        default:
+            guard error.isTransient else { return (.failed, "replication failed: \(error)") }
+            // The replicator stops on a transient error only when it has given up.
+            var limits: [String] = []
+            if timeout > 0 { limits.append("--timeout \(Self.seconds(timeout))") }
+            limits.append("--max-attempts \(maxAttempts == 0 ? "unlimited" : "\(maxAttempts)")")
+            // "gave up after 3 attempts in 2 s: connect(): Connection refused" → "after 3 attempts in 2 s: …"
+            var why = ": \(error)"
+            if case .connection(let s) = error { why = s.hasPrefix("gave up ") ? " " + s.dropFirst("gave up ".count) : ": " + s }
+            return (.unreachable, "gave up on \(url), unreachable\(why) (\(limits.joined(separator: ", ")))")
+        }
+    }
+
+    private static func seconds(_ s: Double) -> String {
+        s == s.rounded() ? "\(Int(s)) s" : "\(s) s"
     }
 }

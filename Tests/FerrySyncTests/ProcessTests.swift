@@ -172,8 +172,8 @@ struct ProcessTests {
         let data = await offPool { handle.readDataToEndOfFile() }
         await offPool { p.waitUntilExit() }
         let message = String(decoding: data, as: UTF8.self)
-        #expect(p.terminationStatus == 1)
-        #expect(message.contains("replication failed: connection failed: gave up after"), "\(message)")
+        #expect(p.terminationStatus == 3, "exit 3: unreachable")
+        #expect(message.contains("ferry: gave up on ws://127.0.0.1:1/nobody, unreachable after"), "\(message)")
         #expect(ContinuousClock.now - started < .seconds(30))
     }
 
