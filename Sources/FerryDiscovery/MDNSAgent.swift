@@ -188,7 +188,7 @@ public final class MDNSAgent: @unchecked Sendable {
         let now = Self.now()
         // A datagram reports the interface it came in on; one we do not run on is ignored.
         var out: [MDNSPacket] = []
-        if responder != nil { out += responder?.handle(m, from: d.source, interface: d.interfaceIndex, now: now) ?? [] }
+        out += responder?.handle(m, from: d.source, interface: d.interfaceIndex, now: now) ?? []
         browser?.handle(m, from: d.source, interface: d.interfaceIndex, now: now)
         send(out)
         run()
@@ -199,16 +199,14 @@ public final class MDNSAgent: @unchecked Sendable {
         guard !stopped else { return }
         let now = Self.now()
         var out: [MDNSPacket] = []
-        if responder != nil {
-            out += responder?.tick(now: now) ?? []
-            for e in responder?.takeEvents() ?? [] {
-                switch e {
-                case .renamed(let from, let to): logger.notice("mDNS: the name \"\(from)\" is taken on this network; advertising as \"\(to)\"")
-                case .announced(let name): logger.info("mDNS: advertising \"\(name)\" (\(configuration.advertisement?.serviceType ?? ""))")
-                }
+        out += responder?.tick(now: now) ?? []
+        for e in responder?.takeEvents() ?? [] {
+            switch e {
+            case .renamed(let from, let to): logger.notice("mDNS: the name \"\(from)\" is taken on this network; advertising as \"\(to)\"")
+            case .announced(let name): logger.info("mDNS: advertising \"\(name)\" (\(configuration.advertisement?.serviceType ?? ""))")
             }
         }
-        if browser != nil { out += browser?.tick(now: now) ?? [] }
+        out += browser?.tick(now: now) ?? []
         send(out)
         for e in browser?.takeEvents() ?? [] { continuation.yield(e) }
         if let timer { loop.cancel(timer) }

@@ -269,10 +269,8 @@ public actor PeerCoordinator {
         }
         for s in statics where s.problem == nil {
             for db in Set(s.databases ?? []).intersection(ours).sorted() {
-                let scheme = s.tls ? "wss" : "ws"
-                let h = s.host.contains(":") ? "[\(s.host)]" : s.host
-                let url = "\(scheme)://\(h):\(s.port)/\(PercentDecoding.encodeSegment(db))"
-                guard let spec = spec(id: "peer-\(Self.idPart(s.host))-\(s.port)-\(Self.idPart(db))", db: db, url: url,
+                guard let url = PeerRecord(static: s.url, host: s.host, port: s.port, tls: s.tls, id: s.id, databases: s.databases).url(for: db),
+                      let spec = spec(id: "peer-\(Self.idPart(s.host))-\(s.port)-\(Self.idPart(db))", db: db, url: url,
                                       user: s.user ?? group.userName, password: s.password ?? group.password, pins: []) else { continue }
                 wanted[spec.id] = (s.url, db, spec)
             }
