@@ -46,14 +46,14 @@ struct Resolve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Resolve a document's conflict: keep one leaf (--keep REV) or write a merged body (--merge FILE).",
         discussion: """
-        --keep REV: that leaf's content wins and the other live leaves go. --merge FILE: a new \
-        revision with FILE's JSON object as its body (FILE - reads standard input), and the \
-        other leaves go. Prints the document's current revision afterwards.
+        --keep REV: that leaf wins as it is and every other live leaf is closed. --merge FILE: a \
+        new revision with FILE's JSON object as its body (FILE - reads standard input) continues \
+        the higher of two leaves, and every other live leaf is closed. Prints the document's \
+        current revision afterwards.
 
-        The store resolves as a replicator does (docs/store.md, section 4): the winning content \
-        continues the branch a peer already has (the latest revision of a peer we replicate \
-        with), so the result reaches that peer as a plain update; a losing branch is removed \
-        back to the fork, or closed with a tombstone if a peer has it. Run ferry sync afterwards \
+        The store resolves as a replicator does (docs/store.md, section 4): it only adds \
+        revisions — a losing leaf is closed by a tombstone child, never removed — so any peer, \
+        Ferry or CouchDB, reading the result picks the same winner. Run ferry sync afterwards \
         to send the resolution.
 
         Example:
@@ -117,39 +117,21 @@ struct Resolve: AsyncParsableCommand {
         tree.leaves.filter { !$0.isDeleted && $0.revisionID != rev }.map(\.revisionID)
     }
 
-    /// Makes `rev`'s content win over every other live leaf; returns the current revision.
-    /// The first step may continue a peer's branch (a pinned leaf) with `rev`'s body, so the
-    /// peer gets the resolution as an update; the other leaves are resolved away.
+    /// Makes leaf `rev` win: every other live leaf is closed (Protocol/revisions.md, "Storing a
+    /// resolution"); returns the current revision.
     static func keep(_ rev: RevisionID, of id: String, in db: Database) throws(StoreError) -> RevisionID? {
-        var survivor = rev
-        var continued = false
-        while let tree = try db.revisionTree(of: id), let other = otherLiveLeaves(tree, than: survivor).first {
-            let pinned = Set(tree.remoteRevisions.values)
-            if !continued, pinned.contains(other), !pinned.contains(survivor) {
-                guard let created = try db.resolveConflict(documentID: id, local: survivor, remote: other, using: .custom { _ in .local })
-                else { throw .invalidArgument("the resolution made no revision") }
-                survivor = created
-                continued = true
-            } else {
-                try db.resolveConflict(documentID: id, local: other, remote: survivor, using: .custom { _ in .remote })
-            }
+        while let tree = try db.revisionTree(of: id), let other = otherLiveLeaves(tree, than: rev).first {
+            try db.resolveConflict(documentID: id, local: other, remote: rev, using: .custom { _ in .remote })
         }
         return try db.revisionTree(of: id)?.current?.revisionID
     }
 
-    /// Writes `body` as a new revision over a base leaf — a peer's latest revision if one of
-    /// the live leaves is, else the current one — and resolves the other live leaves away.
+    /// Writes `body` as a new revision continuing the higher of two live leaves and closes
+    /// every other live leaf.
     static func merge(_ body: [String: JSONValue], into id: String, tree: RevisionTree, in db: Database) throws(StoreError) -> RevisionID? {
-        let pinned = Set(tree.remoteRevisions.values)
-        let live = tree.leaves.filter { !$0.isDeleted }.map(\.revisionID)
-        guard let current = tree.current?.revisionID else { throw .notFound }
-        let base = pinned.contains(current) ? current : (live.first { pinned.contains($0) } ?? current)
-        guard let first = otherLiveLeaves(tree, than: base).first,
-              let merged = try db.resolveConflict(documentID: id, local: first, remote: base, using: .custom { _ in .merged(body) })
+        guard let current = tree.current?.revisionID, let first = otherLiveLeaves(tree, than: current).first,
+              let merged = try db.resolveConflict(documentID: id, local: first, remote: current, using: .custom { _ in .merged(body) })
         else { throw .invalidArgument("the merge made no revision") }
-        while let t = try db.revisionTree(of: id), let other = otherLiveLeaves(t, than: merged).first {
-            try db.resolveConflict(documentID: id, local: other, remote: merged, using: .custom { _ in .remote })
-        }
-        return try db.revisionTree(of: id)?.current?.revisionID
+        return try keep(merged, of: id, in: db)
     }
 }

@@ -66,6 +66,10 @@ struct Serve: AsyncParsableCommand {
     var logFormat = "text"
     @Option(help: ArgumentHelp("The least severe level logged: trace, debug, info, notice, warning, error or critical.", valueName: "level"))
     var logLevel = "info"
+    @Option(help: ArgumentHelp(
+        "What a database created by this server (a new --db file, or PUT /NAME with --data) does with conflicts: resolve (settle them by adding revisions, the default) or keep (keep every leaf, as CouchDB). PUT /NAME?conflict_policy= overrides it per database.",
+        valueName: "policy"))
+    var conflictPolicy = "resolve"
 
     func validate() throws {
         if (user == nil) != (password == nil) { throw ValidationError("--user and --password go together") }
@@ -94,6 +98,7 @@ struct Serve: AsyncParsableCommand {
         if let ca = serverTLS.clientCa { s.clientCA = ca }
         if take("--log-format") { s.logFormat = logFormat }
         if take("--log-level") { s.logLevel = logLevel }
+        if take("--conflict-policy") { s.conflictPolicy = conflictPolicy }
         return s
     }
 
@@ -142,6 +147,7 @@ struct Serve: AsyncParsableCommand {
         config.tls = settings.tls
         config.heartbeat = settings.heartbeat
         config.databaseOptions.watchExternalWrites = true
+        config.databaseOptions.initialConflictPolicy = ConflictPolicy(rawValue: settings.conflictPolicy) ?? .resolve
         config.version = Ferry.version
         config.retryMaxWait = settings.retryMaxWait
         config.replicationTLS = clientTLS.configuration

@@ -26,11 +26,13 @@ struct ServeSettings {
     var replicate: [String] = []
     var logFormat = "text"
     var logLevel = "info"
+    var conflictPolicy = "resolve"
 
     /// The keys a config file may have; any other is refused (a typo would otherwise be
     /// silently ignored, and the daemon run with a default the operator meant to change).
     static let fileKeys: Set<String> = ["host", "port", "data", "db", "name", "users", "allow-anonymous", "anonymous-role",
-                                        "heartbeat", "retry-max-wait", "tls", "replicate", "log-format", "log-level"]
+                                        "heartbeat", "retry-max-wait", "tls", "replicate", "log-format", "log-level",
+                                        "conflict-policy"]
     static let tlsKeys: Set<String> = ["cert", "key", "client-ca"]
 
     /// Applies a JSON config file, read with swift-configuration's `FileProvider`.
@@ -84,6 +86,7 @@ struct ServeSettings {
         replicate = config.stringArray(forKey: "replicate") ?? replicate
         logFormat = config.string(forKey: "log-format") ?? logFormat
         logLevel = config.string(forKey: "log-level") ?? logLevel
+        conflictPolicy = config.string(forKey: "conflict-policy") ?? conflictPolicy
     }
 
     /// Checks the merged settings (a file's values need the same checks as flags).
@@ -97,6 +100,7 @@ struct ServeSettings {
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
         if clientCA != nil && tlsCert == nil { throw ValidationError("--client-ca needs --tls-cert and --tls-key") }
         if logFormat != "text" && logFormat != "json" { throw ValidationError("--log-format is text or json") }
+        if ConflictPolicy(rawValue: conflictPolicy) == nil { throw ValidationError("--conflict-policy is resolve or keep") }
         if Logger.Level(rawValue: logLevel) == nil {
             throw ValidationError("--log-level is one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
         }

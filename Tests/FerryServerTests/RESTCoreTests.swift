@@ -64,14 +64,17 @@ struct RESTCoreTests {
         defer { Task { await f.stop() } }
         let branches = #"{"new_edits":false,"docs":[{"_id":"c","_rev":"2-aa","_revisions":{"start":2,"ids":["aa","00"]}},{"_id":"c","_rev":"2-bb","_revisions":{"start":2,"ids":["bb","00"]}}]}"#
         #expect(try await f.request("POST", "/db/_bulk_docs", json: branches).status == 201)
-        // Ferry's rule, the same on every peer: at equal depth the higher revision wins, and
-        // the document is left with one leaf — which `style=all_docs` lists.
+        // Ferry's rule, the same on every peer: at equal depth the higher revision wins; the
+        // loser stays, closed by a tombstone child — `style=all_docs` lists both leaves, and
+        // both revisions written are still there (Protocol/revisions.md, "Storing a resolution").
         let doc = try await f.request("GET", "/db/c?conflicts=true")
         #expect(doc.object["_rev"]?.stringValue == "2-bb")
         #expect(doc.object["_conflicts"] == nil)
         let all = try await f.request("GET", "/db/_changes?style=all_docs")
         let revs = all.object["results"]?.arrayValue?.first?.objectValue?["changes"]?.arrayValue?.compactMap { $0.objectValue?["rev"]?.stringValue }
-        #expect(revs == ["2-bb"])
+        #expect(revs?.count == 2 && revs?.first == "2-bb" && revs?.last?.hasPrefix("3-") == true, "\(String(describing: revs))")
+        let diff = try await f.request("POST", "/db/_revs_diff", json: #"{"c":["2-aa","2-bb"]}"#)
+        #expect(diff.json?.objectValue?.isEmpty == true, "nothing written was lost")
     }
 
     @Test func changesWithANamedFilterAndDocIDs() async throws {

@@ -72,10 +72,10 @@ import Testing
         #expect(try old.revisionTree(of: "doc")?.current?.revisionID == new.revisionTree(of: "doc")?.current?.revisionID)
     }
 
-    /// When the local side wins a conflict, its body continues the remote leaf: attachment
-    /// `revpos` values counted on the (longer) local branch are worked out again, so the result
-    /// is a revision a passive peer accepts.
-    @Test func aLocalWinKeepsAttachmentRevposWithinItsGeneration() throws {
+    /// When the local side wins a conflict it stays as it is — its attachments' `revpos` untouched —
+    /// and the remote leaf is closed; a passive peer takes the closing tombstone (a
+    /// fast-forward of its own leaf) and then the winner, which forks nothing any more.
+    @Test func aLocalWinStaysAsItIsAndAPassivePeerTakesIt() throws {
         let (a, b, dirs) = try twoPeers()
         _ = dirs
         for i in 0..<4 {
@@ -84,20 +84,26 @@ import Testing
             d.setAttachment("f.bin", blob: try a.writeBlob(Array("blob \(i)".utf8)))
             try a.save(d)
         }
+        let winner = try #require(try a.revisionTree(of: "doc")?.current)
         try edit(b, ["v": "b"])
-        // A pulls B's leaf (generation 2): A's longer branch (generation 5) wins, and its
-        // content continues B's leaf as generation 3 — which B then takes as a fast-forward.
+        let loser = try #require(try b.revisionTree(of: "doc")?.current?.revisionID)
+        // A pulls B's leaf (generation 2): A's longer branch (generation 5) wins as it is.
         let pulled = try pushCurrent("doc", from: b, to: a)
         #expect(pulled.resolved)
-        let resolved = try #require(try a.revisionTree(of: "doc")?.current)
-        #expect(resolved.revisionID.generation == 3)
-        let body = try JSONParser.parseObject(try #require(resolved.body))
-        let revpos = body["_attachments"]?.objectValue?["f.bin"]?.objectValue?["revpos"]?.intValue
-        #expect(revpos == 3, "revpos \(String(describing: revpos))")
         let tree = try #require(try a.revisionTree(of: "doc"))
-        let pushed = try b.insert(ReplicatedRevision(documentID: "doc", history: tree.history(of: resolved.revisionID).map(\.description),
-                                                     body: try #require(resolved.body)), resolver: nil, allowConflicts: false)
+        #expect(tree.current?.revisionID == winner.revisionID)
+        let body = try JSONParser.parseObject(try #require(tree.current?.body))
+        #expect(body["_attachments"]?.objectValue?["f.bin"]?.objectValue?["revpos"]?.intValue == 5)
+        let closing = RevisionID.make(parent: loser, deleted: true, canonicalBody: RevisionTree.closedBody)
+        #expect(tree.nodes[closing]?.isClosed == true)
+        // B, passive: the tombstone closing its leaf first, then the winner.
+        let first = try b.insert(ReplicatedRevision(documentID: "doc", history: tree.history(of: closing).map(\.description),
+                                                    body: RevisionTree.closedBody, isDeleted: true), resolver: nil, allowConflicts: false)
+        #expect(first.status == .inserted)
+        let pushed = try b.insert(ReplicatedRevision(documentID: "doc", history: tree.history(of: winner.revisionID).map(\.description),
+                                                     body: try #require(winner.body)), resolver: nil, allowConflicts: false)
         #expect(pushed.status == .inserted && pushed.conflictedWith == nil)
+        #expect(try b.revisionTree(of: "doc")?.current?.revisionID == winner.revisionID)
     }
 
     /// A deletion that wins wins as it is, on both sides — the edit is closed, no second
@@ -220,35 +226,36 @@ import Testing
         return (b, local, remote, dirs)
     }
 
-    @Test func customResolverRemoteKeepsTheRemoteLeafAndPurgesTheLocalBranch() throws {
+    @Test func customResolverRemoteKeepsTheRemoteLeafAndClosesTheLocalOne() throws {
         let (b, local, remote, dirs) = try conflictOnB()
         _ = dirs
         let created = try b.resolveConflict(documentID: "doc", local: local, remote: remote, using: .custom { _ in .remote })
         #expect(created == nil)
         let tree = try #require(try b.revisionTree(of: "doc"))
         #expect(tree.current?.revisionID == remote)
-        #expect(tree.nodes[local] == nil, "the losing branch is purged back to the fork")
-        #expect(tree.leaves.map(\.revisionID) == [remote])
+        #expect(tree.nodes[local] != nil, "nothing is removed")
+        let closing = RevisionID.make(parent: local, deleted: true, canonicalBody: RevisionTree.closedBody)
+        #expect(Set(tree.leaves.map(\.revisionID)) == [remote, closing])
+        #expect(tree.nodes[closing]?.isClosed == true)
         #expect(try b.conflictingRevisions(of: "doc").isEmpty)
         #expect(try b.conflictedDocumentIDs().isEmpty)
         #expect(try b.document("doc")?["v"] == "remote")
     }
 
-    @Test func customResolverLocalAddsTheLocalBodyAsAChildOfTheRemoteLeaf() throws {
+    @Test func customResolverLocalKeepsTheLocalLeafAndClosesTheRemoteOne() throws {
         let (b, local, remote, dirs) = try conflictOnB()
         _ = dirs
-        let created = try #require(try b.resolveConflict(documentID: "doc", local: local, remote: remote, using: .custom { _ in .local }))
+        let created = try b.resolveConflict(documentID: "doc", local: local, remote: remote, using: .custom { _ in .local })
+        #expect(created == nil, "the winner stays as it is")
         let tree = try #require(try b.revisionTree(of: "doc"))
-        #expect(tree.nodes[created]?.parent == remote)
-        #expect(created.generation == remote.generation + 1)
-        #expect(tree.current?.revisionID == created)
-        let body = CanonicalJSON.encode(["v": "local", "l": true, "step": 0] as [String: JSONValue])
-        #expect(created == RevisionID.make(parent: remote, deleted: false, canonicalBody: body))
+        #expect(tree.current?.revisionID == local)
+        let closing = RevisionID.make(parent: remote, deleted: true, canonicalBody: RevisionTree.closedBody)
+        #expect(Set(tree.leaves.map(\.revisionID)) == [local, closing])
         #expect(try b.document("doc")?["v"] == "local")
         #expect(try b.conflictingRevisions(of: "doc").isEmpty)
     }
 
-    @Test func customResolverMergedBecomesAChildOfTheRemoteLeaf() throws {
+    @Test func customResolverMergedBecomesAChildOfTheHigherLeaf() throws {
         let (b, local, remote, dirs) = try conflictOnB()
         _ = dirs
         let resolver = ConflictResolver.custom { c in
@@ -261,14 +268,16 @@ import Testing
         let doc = try #require(try b.document("doc"))
         #expect(doc.revisionID == created)
         #expect(doc.properties == ["v": "merged", "l": true, "r": true, "step": 0])
-        #expect(try b.revisionTree(of: "doc")?.nodes[created]?.parent == remote)
+        let tree = try #require(try b.revisionTree(of: "doc"))
+        #expect(tree.nodes[created]?.parent == max(local, remote))
+        #expect(tree.leaves.filter { !$0.isDeleted }.map(\.revisionID) == [created])
     }
 
-    @Test func customResolverNilDeletesWithATombstoneChildOfTheRemoteLeaf() throws {
+    @Test func customResolverNilDeletesWithATombstoneChildOfTheHigherLeaf() throws {
         let (b, local, remote, dirs) = try conflictOnB()
         _ = dirs
         let created = try #require(try b.resolveConflict(documentID: "doc", local: local, remote: remote, using: .custom { _ in .delete }))
-        #expect(created == RevisionID.make(parent: remote, deleted: true, canonicalBody: json("{}")))
+        #expect(created == RevisionID.make(parent: max(local, remote), deleted: true, canonicalBody: json("{}")))
         #expect(try b.document("doc") == nil)
         #expect(try b.document("doc", includeDeleted: true)?.revisionID == created)
         #expect(try b.revisionTree(of: "doc")?.leaves.allSatisfy(\.isDeleted) == true)
@@ -286,7 +295,7 @@ import Testing
             return .local
         })
         #expect(seen.calls == [[true, false]])
-        // "local" with a deleted remote: the local body resurrects as a child of the tombstone.
+        // "local" with a deleted remote: the live local leaf stays, current beside the tombstone.
         #expect(try b.document("doc")?["v"] == "live")
     }
 

@@ -63,8 +63,9 @@ public final class DatabaseRegistry: Sendable {
     /// Every database served, by name.
     public var all: [String: Database] { open.withLock { $0 } }
 
-    /// Creates database `name`. 400 for a bad name, 412 when it exists, 403 for a one-file daemon.
-    public func create(_ name: String) throws(RESTError) -> Database {
+    /// Creates database `name`, with `conflictPolicy` if given (else the options'
+    /// `initialConflictPolicy`). 400 for a bad name, 412 when it exists, 403 for a one-file daemon.
+    public func create(_ name: String, conflictPolicy: ConflictPolicy? = nil) throws(RESTError) -> Database {
         guard case .directory(let dir) = location else {
             throw .forbidden("this peer serves one database file; start it with --data DIR to create databases")
         }
@@ -77,7 +78,9 @@ public final class DatabaseRegistry: Sendable {
             }
             let parent = (path as NSString).deletingLastPathComponent
             try? FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
-            let db = try Self.openDatabase(path, options)
+            var creating = options
+            if let conflictPolicy { creating.initialConflictPolicy = conflictPolicy }
+            let db = try Self.openDatabase(path, creating)
             dbs[name] = db
             return db
         }

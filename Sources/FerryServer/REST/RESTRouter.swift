@@ -95,7 +95,7 @@ public final class RESTRouter: Sendable {
         let name = first
         if s.count == 1 {
             switch r.method {
-            case "PUT": return try createDatabase(name, identity)
+            case "PUT": return try createDatabase(r, name, identity)
             case "DELETE":
                 try require(.admin, identity, name)
                 try registry.delete(name)

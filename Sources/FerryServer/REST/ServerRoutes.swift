@@ -37,9 +37,18 @@ extension RESTRouter {
         UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
     }
 
-    func createDatabase(_ name: String, _ identity: AccessControl.Identity) throws(RESTError) -> RESTResponse {
+    /// `PUT /{db}`; `?conflict_policy=resolve|keep` picks the new database's `ConflictPolicy`
+    /// (a Ferry extension; CouchDB ignores query parameters it does not know).
+    func createDatabase(_ r: RESTRequest, _ name: String, _ identity: AccessControl.Identity) throws(RESTError) -> RESTResponse {
         guard access.isServerAdmin(identity) else { throw .forbidden("You are not a server admin.") }
-        _ = try registry.create(name)
+        var policy: ConflictPolicy?
+        if let text = r[query: "conflict_policy"] {
+            guard let p = ConflictPolicy(rawValue: text) else {
+                throw .badRequest("conflict_policy must be one of: " + ConflictPolicy.allCases.map(\.rawValue).joined(separator: ", "))
+            }
+            policy = p
+        }
+        _ = try registry.create(name, conflictPolicy: policy)
         return .json(201, Array(#"{"ok":true}"#.utf8), headers: [("Location", "/" + PercentDecoding.encodeSegment(name))])
     }
 
@@ -55,6 +64,7 @@ extension RESTRouter {
                 "update_seq": .string(String(c.db.lastSequence)),
                 "purge_seq": .string(String(try c.db.purgeCount())),
                 "conflicts": .int(Int64(try c.db.conflictedDocumentIDs().count)),
+                "conflict_policy": .string(c.db.conflictPolicy.rawValue),
                 "sizes": .object(["file": .int(size), "active": .int(size), "external": .int(size)]),
                 "instance_start_time": "0",
                 "uuid": .string(c.db.uuid.uuidString.lowercased()),

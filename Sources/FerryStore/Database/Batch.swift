@@ -37,9 +37,17 @@ public final class Batch {
     /// See `Database.insert(_:fromRemote:resolver:allowConflicts:)`.
     @discardableResult
     public func insert(_ revision: ReplicatedRevision, fromRemote remote: String? = nil,
-                       resolver: ConflictResolver? = .default, allowConflicts: Bool = true) throws(StoreError) -> InsertOutcome {
+                       resolver: ConflictResolver?, allowConflicts: Bool = true) throws(StoreError) -> InsertOutcome {
         let key = try remote.map { (r) throws(StoreError) -> Int in try txn.remoteKey(r) }
         return try txn.insert(revision, remote: key, resolver: resolver, allowConflicts: allowConflicts)
+    }
+
+    /// See `Database.insert(_:fromRemote:allowConflicts:)`: resolves as the database's
+    /// conflict policy says.
+    @discardableResult
+    public func insert(_ revision: ReplicatedRevision, fromRemote remote: String? = nil,
+                       allowConflicts: Bool = true) throws(StoreError) -> InsertOutcome {
+        try insert(revision, fromRemote: remote, resolver: txn.context.conflictPolicy.automaticResolver, allowConflicts: allowConflicts)
     }
 
     /// See `Database.putLocalDocument(_:properties:expectedRevision:)`.

@@ -23,10 +23,12 @@ public final class Database: Sendable {
     /// The attachment blobs, in a folder beside the file (docs/store.md §10).
     let blobs: BlobStore
     let validators = Mutex<[String: Validator]>([:])
+    let policy: Mutex<ConflictPolicy>
     let logger = Logger(label: "ferry.store")
 
-    private init(path: String, uuid: UUID, options: DatabaseOptions, writer: Writer) {
+    private init(path: String, uuid: UUID, options: DatabaseOptions, writer: Writer, conflictPolicy: ConflictPolicy) {
         self.path = path
+        self.policy = Mutex(conflictPolicy)
         self.uuid = uuid
         self.options = options
         self.writer = writer
@@ -68,7 +70,8 @@ public final class Database: Sendable {
         let db = Database(path: path, uuid: opened.uuid, options: options,
                           writer: Writer(connection: conn, lastSequence: opened.lastSequence,
                                          checkpointer: WALCheckpointer(path: path, thresholdPages: options.walAutoCheckpointPages,
-                                                                       synchronous: options.durability == .full ? "FULL" : "NORMAL")))
+                                                                       synchronous: options.durability == .full ? "FULL" : "NORMAL")),
+                          conflictPolicy: opened.conflictPolicy)
         db.logger.debug("opened \(path) uuid=\(opened.uuid) lastSequence=\(opened.lastSequence)")
         return db
     }
@@ -106,7 +109,23 @@ public final class Database: Sendable {
         let v = validators.withLock { $0.sorted { $0.key < $1.key }.map { (name: $0.key, validate: $0.value) } }
         let path = options.typeKey.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
         return StoreContext(options: options, blobs: blobs, typePath: path,
-                            typeKeyBytes: path.count == 1 ? Array(options.typeKey.utf8) : [], validators: v)
+                            typeKeyBytes: path.count == 1 ? Array(options.typeKey.utf8) : [], validators: v,
+                            conflictPolicy: conflictPolicy)
+    }
+
+    /// What this database does with conflicts (`ConflictPolicy`; `.resolve` unless set). Kept
+    /// in the file: every process that opens it agrees.
+    public var conflictPolicy: ConflictPolicy { policy.withLock { $0 } }
+
+    /// Sets and records the conflict policy. Conflicts already stored stay as they are: under
+    /// `.resolve` they are settled by `resolveConflicts(of:using:)` or the next replication.
+    public func setConflictPolicy(_ newPolicy: ConflictPolicy) throws(StoreError) {
+        try inBatch { (b) throws(StoreError) in
+            let s = try b.txn.conn.prepare(Schema.setConflictPolicySQL)
+            s.bind(1, newPolicy.rawValue)
+            try s.run()
+        }
+        policy.withLock { $0 = newPolicy }
     }
 
     /// Runs `body` in one write transaction: everything it does commits together or not at all.
@@ -164,9 +183,19 @@ public final class Database: Sendable {
     /// refused with `.conflict` and nothing is written.
     @discardableResult
     public func insert(_ revision: ReplicatedRevision, fromRemote remote: String? = nil,
-                       resolver: ConflictResolver? = .default, allowConflicts: Bool = true) throws(StoreError) -> InsertOutcome {
+                       resolver: ConflictResolver?, allowConflicts: Bool = true) throws(StoreError) -> InsertOutcome {
         try inBatch { (b) throws(StoreError) -> InsertOutcome in
             try b.insert(revision, fromRemote: remote, resolver: resolver, allowConflicts: allowConflicts)
+        }
+    }
+
+    /// Inserts a replicated revision, resolving a conflict as the database's `conflictPolicy`
+    /// says (`ConflictPolicy.automaticResolver`).
+    @discardableResult
+    public func insert(_ revision: ReplicatedRevision, fromRemote remote: String? = nil,
+                       allowConflicts: Bool = true) throws(StoreError) -> InsertOutcome {
+        try inBatch { (b) throws(StoreError) -> InsertOutcome in
+            try b.insert(revision, fromRemote: remote, allowConflicts: allowConflicts)
         }
     }
 
@@ -174,14 +203,31 @@ public final class Database: Sendable {
     /// result: a refused one (bad input, validation, broken history) writes nothing and does
     /// not stop the others; an SQLite failure rolls the whole batch back and throws.
     public func insert(_ revisions: [ReplicatedRevision], fromRemote remote: String? = nil,
-                       resolver: ConflictResolver? = .default,
+                       resolver: ConflictResolver?,
                        allowConflicts: Bool = true) throws(StoreError) -> [Result<InsertOutcome, StoreError>] {
+        try insertEach(revisions) { (b, r) throws(StoreError) in
+            try b.insert(r, fromRemote: remote, resolver: resolver, allowConflicts: allowConflicts)
+        }
+    }
+
+    /// Inserts many replicated revisions in one transaction, resolving conflicts as the
+    /// database's `conflictPolicy` says; see `insert(_:fromRemote:resolver:allowConflicts:)`.
+    public func insert(_ revisions: [ReplicatedRevision], fromRemote remote: String? = nil,
+                       allowConflicts: Bool = true) throws(StoreError) -> [Result<InsertOutcome, StoreError>] {
+        try insertEach(revisions) { (b, r) throws(StoreError) in
+            try b.insert(r, fromRemote: remote, allowConflicts: allowConflicts)
+        }
+    }
+
+    private func insertEach(_ revisions: [ReplicatedRevision],
+                            _ insert: (Batch, ReplicatedRevision) throws(StoreError) -> InsertOutcome)
+        throws(StoreError) -> [Result<InsertOutcome, StoreError>] {
         try inBatch { (b) throws(StoreError) -> [Result<InsertOutcome, StoreError>] in
             var out: [Result<InsertOutcome, StoreError>] = []
             out.reserveCapacity(revisions.count)
             for r in revisions {
                 do throws(StoreError) {
-                    out.append(.success(try b.insert(r, fromRemote: remote, resolver: resolver, allowConflicts: allowConflicts)))
+                    out.append(.success(try insert(b, r)))
                 } catch {
                     if error.isFatal { throw error }
                     out.append(.failure(error))

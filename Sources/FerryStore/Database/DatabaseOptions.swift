@@ -35,7 +35,9 @@ public struct DatabaseOptions: Sendable {
     /// Page-cache size of the write connection, in KiB.
     public var writerCacheKiB: Int = 16384
 
-    /// Default options.
+    /// The conflict policy a *new* database file is created with (an existing file keeps the
+    /// one recorded in it; `Database.setConflictPolicy(_:)` changes it).
+    public var initialConflictPolicy: ConflictPolicy = .resolve
     /// Notice commits made by other processes to the same file (inotify on the WAL), so live
     /// change feeds — continuous replications — see them. Off by default; `ferry serve` turns
     /// it on so that other `ferry` commands can write the database it serves.

@@ -180,17 +180,6 @@ public struct RevisionTree: Sendable, Equatable {
         nodes[rev] = n
     }
 
-    /// Removes `leaf` and its ancestors up to (not including) the first one that is an ancestor
-    /// of `keeping` or has another child: the branch that lost a conflict resolution.
-    mutating func purgeBranch(leaf: RevisionID, keeping: RevisionID) {
-        var cursor: RevisionID? = leaf
-        while let c = cursor, let n = nodes[c], !isAncestor(c, of: keeping),
-              !nodes.values.contains(where: { $0.parent == c }) {
-            nodes[c] = nil
-            cursor = n.parent
-        }
-    }
-
     /// Records `rev` as the latest revision `remote` has; it keeps its body and is never pruned.
     mutating func setRemoteRevision(_ rev: RevisionID, remote: Int) {
         let old = remoteRevisions[remote]

@@ -68,7 +68,22 @@ enum Schema {
     struct Opened {
         var uuid: UUID
         var lastSequence: Int64
+        var conflictPolicy: ConflictPolicy
     }
+
+    /// `meta.conflict_policy` (absent: `.resolve`, what every database did before policies).
+    static func conflictPolicy(_ conn: Connection) throws(StoreError) -> ConflictPolicy {
+        let s = try conn.prepare("SELECT value FROM meta WHERE key = 'conflict_policy'")
+        defer { s.reset() }
+        guard try s.step(), !s.isNull(0) else { return .resolve }
+        let text = s.string(0)
+        guard let policy = ConflictPolicy(rawValue: text) else {
+            throw .corrupt(path: conn.path, detail: "unknown conflict policy \(text)")
+        }
+        return policy
+    }
+
+    static let setConflictPolicySQL = "INSERT OR REPLACE INTO meta (key, value) VALUES ('conflict_policy', ?)"
 
     /// Checks the file is a Ferry database this build can use, then (only then) switches it to
     /// WAL and runs pending migrations. Throws before writing anything if the file is not a
@@ -124,7 +139,12 @@ enum Schema {
                     s.bind(1, options.typeKey)
                     try s.run()
                 }
-                if isFresh { try conn.execute("PRAGMA application_id=\(applicationID)") }
+                if isFresh {
+                    try conn.execute("PRAGMA application_id=\(applicationID)")
+                    let p = try conn.prepare(setConflictPolicySQL)
+                    p.bind(1, options.initialConflictPolicy.rawValue)
+                    try p.run()
+                }
                 if isFresh || freshUUID {
                     let s = try conn.prepare("INSERT OR REPLACE INTO meta (key, value) VALUES ('uuid', ?)")
                     s.bind(1, UUID().uuidString)
@@ -144,6 +164,6 @@ enum Schema {
         }
         s.reset()
         let last = try conn.scalarInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0
-        return Opened(uuid: uuid, lastSequence: last)
+        return Opened(uuid: uuid, lastSequence: last, conflictPolicy: try conflictPolicy(conn))
     }
 }

@@ -9,4 +9,6 @@ struct StoreContext: Sendable {
     /// Its UTF-8 when it is one top-level key (then the scanner captures it), else empty.
     var typeKeyBytes: [UInt8]
     var validators: [(name: String, validate: Validator)]
+    /// The database's conflict policy when the transaction began.
+    var conflictPolicy: ConflictPolicy = .resolve
 }

@@ -42,7 +42,9 @@ enum ConflictResolving {
     /// Resolves every conflict left in the database (from an earlier run) with `resolver`:
     /// the current revision against each other live leaf.
     static func resolveAll(database: Database, resolver: ReplicationConflictResolver?, reporter: Reporter, logger: Logger) {
-        guard let ids = try? database.conflictedDocumentIDs() else { return }
+        // Under `keep` only a custom resolver the application configured settles anything.
+        guard resolver?.resolve != nil || database.conflictPolicy == .resolve,
+              let ids = try? database.conflictedDocumentIDs() else { return }
         for id in ids {
             if let custom = resolver?.resolve {
                 while let tree = try? database.revisionTree(of: id), let cur = tree.current?.revisionID, let other = tree.conflicts.first {

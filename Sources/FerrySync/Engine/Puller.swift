@@ -52,9 +52,10 @@ final class Puller: Sendable {
         self.ledger = ledger
         switch role {
         case .active(let remote, let checkpointer, let resolver, _):
-            // The default rule resolves in the insert's own transaction; a custom resolver runs
-            // after the commit (it may throw, and the conflict must then stay).
-            let inTransaction: ConflictResolver? = resolver?.resolve == nil ? .default : nil
+            // The database's policy resolves in the insert's own transaction (the default rule,
+            // or nothing under `keep`); a custom resolver runs after the commit (it may throw,
+            // and the conflict must then stay).
+            let inTransaction: ConflictResolver? = resolver?.resolve == nil ? database.conflictPolicy.automaticResolver : nil
             inserter = Inserter(database: database, remote: remote, resolver: inTransaction, allowConflicts: true,
                                 onTheWay: { ledger.onTheWay },
                                 afterInsert: { (batch, items, _) throws(StoreError) in
@@ -62,7 +63,9 @@ final class Puller: Sendable {
                 if let checkpoint = ledger.stored(done) { try checkpointer.recordPulled(upTo: checkpoint, in: batch) }
             }, afterCommit: { checkpointer.pulledCommitted() })
         case .passive:
-            inserter = Inserter(database: database, remote: nil, resolver: nil, allowConflicts: false,
+            // A passive peer refuses a revision that would fork its copy (Couchbase's rule),
+            // unless its policy keeps conflicts as CouchDB does.
+            inserter = Inserter(database: database, remote: nil, resolver: nil, allowConflicts: database.conflictPolicy == .keep,
                                 maxBatch: ReplicatorTuning.passiveTransactionSize, onTheWay: { ledger.onTheWay })
             inserter.setLingerBatch(ReplicatorTuning.passiveLingerBatch)
         }

@@ -224,9 +224,18 @@ final class Pusher: Sendable {
         // is judged against the peer's current revision, which such a leaf (another life's
         // tombstone) need not continue; the peer's insert judges it with its history.
         var batch: [Change] = [], unproposed: [Change] = []
+        var withheld = 0
         for c in unknown {
-            if trees[c.documentID]?.current?.revisionID == c.revisionID { batch.append(c) } else { unproposed.append(c) }
+            let tree = trees[c.documentID]
+            if tree?.current?.revisionID == c.revisionID {
+                batch.append(c)
+            } else if let tree, !Self.peerMayHoldBranch(closedBy: c.revisionID, in: tree, peerHas: parents[c.documentID]) {
+                withheld += 1
+            } else {
+                unproposed.append(c)
+            }
         }
+        reporter.completed(withheld)
         // They go first: one may end the life the peer holds live, after which the peer takes
         // our current revision (a tombstone beside its own) as the re-creation table allows.
         // What the peer has as its latest stays its current revision: these are not recorded.
@@ -281,6 +290,17 @@ final class Pusher: Sendable {
         synced += try await sendRevs(toSend.map { ($0.change, $0.known, JSONValue.int($0.change.sequence)) }, trees: trees,
                                      noConflicts: true)
         do { try database.setRemoteRevisions(synced, remote: remote, purgeCountBefore: purges) } catch { throw .store(error) }
+    }
+
+    /// Whether a leaf is worth sending to a peer: any leaf but one that closed a losing branch
+    /// (`RevisionTree.Node.isClosed`) the peer is known not to hold. A peer whose latest
+    /// revision here (`peerHas`) is on another branch either never had the loser, or had both
+    /// leaves and closed it the same way; a tombstone on a branch it never had is refused by a
+    /// passive peer in no-conflicts mode (Sync Gateway's 409), and is noise to any other
+    /// (Protocol/revisions.md, "Closed branches").
+    static func peerMayHoldBranch(closedBy leaf: RevisionID, in tree: RevisionTree, peerHas: RevisionID?) -> Bool {
+        guard let node = tree.nodes[leaf], node.isClosed, let loser = node.parent, let peerHas else { return true }
+        return tree.isAncestor(peerHas, of: loser)
     }
 
     private func sendProposals(_ proposals: [ReplicationMessages.ProposedChange]) async throws(ReplicationError) -> [ReplicationMessages.ProposalStatus] {
