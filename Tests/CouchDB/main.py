@@ -57,6 +57,9 @@ def main():
     ap.add_argument("--basic-auth", action="store_true",
                     help="diagnostic: CouchDB's replicator sends Basic auth instead of logging in with _session")
     ap.add_argument("--only", default=",".join(SCENARIOS))
+    ap.add_argument("--control", action="store_true",
+                    help="self-test: a second CouchDB stands where Ferry would (keep-policy, race and churn "
+                         "agreement checks must pass; conflict_policy and resolve-only checks cannot)")
     a = ap.parse_args()
     only = set(a.only.split(","))
     n = a.docs or (2000 if a.quick else 10000)
@@ -64,10 +67,17 @@ def main():
     couch = ferry = None
     try:
         couch = CouchDB(a.couchdb, os.path.join(a.tmp, "couchdb"))
-        ferry = Ferry(a.bin, os.path.join(a.tmp, "ferry"), os.path.join(a.tmp, "ferry.err"))
+        if a.control:
+            ferry = CouchDB(a.couchdb, os.path.join(a.tmp, "couchdb-2"))
+            ferry.server.name = "CouchDB-2"
+            ferry.crashed = lambda: None
+        else:
+            ferry = Ferry(a.bin, os.path.join(a.tmp, "ferry"), os.path.join(a.tmp, "ferry.err"))
         c, f = couch.server, ferry.server
         print(f"CouchDB {c.base}, Ferry {f.base} ({a.bin}); {n} documents, seed {a.seed}"
               + (", quick" if a.quick else ""), flush=True)
+        if a.control:
+            print("CONTROL MODE: a second CouchDB stands where Ferry would (harness self-test)", flush=True)
         if a.basic_auth:
             couch.set_config("replicator", "auth_plugins", "couch_replicator_auth_noop")
             print("DIAGNOSTIC MODE: CouchDB's replicator uses Basic auth (no _session login); "

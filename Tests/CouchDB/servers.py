@@ -31,8 +31,9 @@ class HTTPError(Exception):
 class Server:
     """One server: `kind` is "couchdb" or "ferry"; `base` is `http://127.0.0.1:PORT`."""
 
-    def __init__(self, kind, base, user, password):
+    def __init__(self, kind, base, user, password, name=None):
         self.kind, self.base, self.user, self.password = kind, base.rstrip("/"), user, password
+        self.name = name or ("CouchDB" if kind == "couchdb" else "Ferry")
         self.http = requests.Session()
         self.http.auth = (user, password)
         self.http.headers["Accept"] = "application/json"
@@ -40,10 +41,10 @@ class Server:
     def clone(self):
         """The same server with a session of its own (one per thread: a `requests.Session` is
         not documented as thread-safe)."""
-        return Server(self.kind, self.base, self.user, self.password)
+        return Server(self.kind, self.base, self.user, self.password, self.name)
 
     def __repr__(self):
-        return "CouchDB" if self.kind == "couchdb" else "Ferry"
+        return self.name
 
     def replication_url(self, db):
         """`http://user:pw@127.0.0.1:P/db`: what a CouchDB user hands `_replicate`."""
@@ -164,9 +165,20 @@ def replicate(couch, source, target, timeout=900):
     return answer, seconds, None
 
 
+COUNTERS = ("docs_written", "docs_read", "missing_found", "missing_checked", "doc_write_failures")
+
+
 def stats(answer):
-    """The counters of a `_replicate` answer: `history[0]`, or zeros for `no_changes`."""
+    """This run's counters from a `_replicate` answer. CouchDB 3.5 restores a job's counters
+    from its last checkpoint, so `history[0]` is cumulative over every session with the same
+    replication ID (seen: a second identical run reports the first run's `docs_written` plus
+    its own); this run's share is `history[0] - history[1]`. `no_changes` means zeros."""
     if answer.get("no_changes"):
-        return {"docs_written": 0, "docs_read": 0, "doc_write_failures": 0, "missing_found": 0}
+        return {k: 0 for k in COUNTERS}
     history = answer.get("history") or [{}]
-    return history[0]
+    out = dict(history[0])
+    if len(history) > 1:
+        for k in COUNTERS:
+            if isinstance(out.get(k), int) and isinstance(history[1].get(k), int):
+                out[k] = out[k] - history[1][k]
+    return out

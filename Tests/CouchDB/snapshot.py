@@ -72,7 +72,7 @@ def compare(report, label, a, b, ids=None, digests=False, kind=None):
     """Checks that `b` holds what `a` holds: document IDs, leaf sets, winners, every leaf's body
     and `_revisions`, attachment metadata and bytes (and digests when both are CouchDB)."""
     name_a, name_b = repr(a.server), repr(b.server)
-    if a.server.kind == b.server.kind:
+    if a.server.name == b.server.name:
         name_a, name_b = f"{name_a}:{a.db}", f"{name_b}:{b.db}"
     scope = ids if ids is not None else a.ids() | b.ids()
     only_a, only_b = sorted((a.ids() - b.ids()) & scope), sorted((b.ids() - a.ids()) & scope)
