@@ -32,9 +32,9 @@ def replicate_check(report, couch, source, target, label, expect_written=None):
         return st, seconds, False
     failures = st.get("doc_write_failures", 0)
     ok = failures == 0 and (expect_written is None or st.get("docs_written") == expect_written)
+    figures = f"docs_read {st.get('docs_read')} docs_written {st.get('docs_written')} doc_write_failures {failures} in {seconds:.1f} s"
     report.check(name + (f" writing {expect_written}" if expect_written is not None else "") + ", no write failures", ok,
-                 f"docs_read {st.get('docs_read')} docs_written {st.get('docs_written')} "
-                 f"doc_write_failures {failures} in {seconds:.1f} s")
+                 figures, info=figures)
     return st, seconds, ok
 
 

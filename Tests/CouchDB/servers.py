@@ -7,6 +7,7 @@ import os
 import re
 import socket
 import subprocess
+import threading
 import time
 from urllib.parse import quote
 
@@ -118,7 +119,9 @@ class Ferry:
                        check=True, stdout=subprocess.DEVNULL)
         self.log_path = log_path
         self.log = open(log_path, "w+")
-        self.proc = subprocess.Popen([binary, "serve", "--data", directory, "--port", "0"],
+        # --no-advertise: a test daemon has no business on the LAN's mDNS (nor renaming itself
+        # around other test daemons' names).
+        self.proc = subprocess.Popen([binary, "serve", "--data", directory, "--port", "0", "--no-advertise"],
                                      stdout=subprocess.PIPE, stderr=self.log, text=True)
         m = re.search(r" at (http://127\.0\.0\.1:\d+)/", self.proc.stdout.readline())
         if not m:
@@ -126,6 +129,8 @@ class Ferry:
             self.log.seek(0)
             raise SystemExit(f"ferry serve did not start: {self.log.read()[-800:]}")
         self.server = Server("ferry", m.group(1), USER, PASSWORD)
+        # Keep reading stdout after the first line: a full pipe would block the daemon.
+        threading.Thread(target=self.proc.stdout.read, daemon=True).start()
 
     def crashed(self):
         """The daemon's stderr if it died or printed a Swift crash, else None."""
