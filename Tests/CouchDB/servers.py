@@ -1,0 +1,189 @@
+"""The two servers under test, started by this harness and stopped by it: a real Apache CouchDB
+3.5 (`../shared/tools/couchdb/couchdb start DIR --port P`) and `ferry serve --data DIR --port 0`
+with one server admin. `Server` wraps either with a `requests` session and the URL forms the
+checks need (an authenticated session for the harness, credentials written in the URL for
+CouchDB's replicator, as CouchDB users write them)."""
+import os
+import re
+import socket
+import subprocess
+import threading
+import time
+from urllib.parse import quote
+
+import requests
+
+USER, PASSWORD = "fidelity", "fidelity-pass"  # Ferry's server admin (`ferry user add … --role '*=admin'`)
+COUCH_USER, COUCH_PASSWORD = "admin", "admin-pass"  # the tool's default admin
+
+
+def doc_path(doc_id):
+    """A document ID as a URL path segment. Design documents keep their literal slash: CouchDB
+    answers `_design%2Fx` with a 301 to `_design/x`, and clients write the slash."""
+    if doc_id.startswith("_design/"):
+        return "_design/" + quote(doc_id[len("_design/"):], safe="")
+    return quote(doc_id, safe="")
+
+
+class HTTPError(Exception):
+    """A request the harness itself needed (seeding, reading) answered an unexpected status."""
+
+
+class Server:
+    """One server: `kind` is "couchdb" or "ferry"; `base` is `http://127.0.0.1:PORT`."""
+
+    def __init__(self, kind, base, user, password, name=None):
+        self.kind, self.base, self.user, self.password = kind, base.rstrip("/"), user, password
+        self.name = name or ("CouchDB" if kind == "couchdb" else "Ferry")
+        self.http = requests.Session()
+        self.http.auth = (user, password)
+        self.http.headers["Accept"] = "application/json"
+
+    def clone(self):
+        """The same server with a session of its own (one per thread: a `requests.Session` is
+        not documented as thread-safe)."""
+        return Server(self.kind, self.base, self.user, self.password, self.name)
+
+    def __repr__(self):
+        return self.name
+
+    def replication_url(self, db):
+        """`http://user:pw@127.0.0.1:P/db`: what a CouchDB user hands `_replicate`."""
+        host = self.base.split("://", 1)[1]
+        return f"http://{quote(self.user, safe='')}:{quote(self.password, safe='')}@{host}/{quote(db, safe='')}"
+
+    def request(self, method, path, expect=None, timeout=600, **kw):
+        """`path` is relative to the base URL. With `expect` (a status or a tuple of them), any
+        other status raises HTTPError with the answer's head."""
+        r = self.http.request(method, self.base + path, timeout=timeout, **kw)
+        if expect is not None:
+            codes = expect if isinstance(expect, tuple) else (expect,)
+            if r.status_code not in codes:
+                raise HTTPError(f"{self!r} {method} {path} -> {r.status_code} {r.text[:300]}")
+        return r
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def put(self, path, **kw):
+        return self.request("PUT", path, **kw)
+
+    def post(self, path, **kw):
+        return self.request("POST", path, **kw)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class CouchDB:
+    """`couchdb start DIR --port P` on a free port (tried three times: the port is free when
+    picked, another process could take it before CouchDB binds); `stop()` runs
+    `couchdb stop DIR --wipe` and is safe to call twice."""
+
+    def __init__(self, tool, directory):
+        self.tool, self.dir, self.started = tool, directory, False
+        last = ""
+        for _ in range(3):
+            port = free_port()
+            p = subprocess.run([tool, "start", directory, "--port", str(port)], capture_output=True, text=True)
+            self.started = True
+            if p.returncode == 0 and p.stdout.strip().startswith("http://"):
+                self.server = Server("couchdb", f"http://127.0.0.1:{port}", COUCH_USER, COUCH_PASSWORD)
+                return
+            last = p.stdout + p.stderr
+            subprocess.run([tool, "stop", directory, "--wipe"], capture_output=True)
+        raise SystemExit(f"CouchDB did not start: {last[-800:]}")
+
+    def set_config(self, section, key, value):
+        self.server.put(f"/_node/_local/_config/{section}/{key}", json=value, expect=200)
+
+    def stop(self):
+        if self.started:
+            subprocess.run([self.tool, "stop", self.dir, "--wipe"], capture_output=True)
+            self.started = False
+
+
+class Ferry:
+    """`ferry serve --data DIR --port 0` with one server admin added first; the port is read
+    from the daemon's first stdout line (`ferry: serving … at http://127.0.0.1:PORT/ …`), as
+    Tests/REST/ferryd.py does. `stop()` ends that one process (by its handle)."""
+
+    def __init__(self, binary, directory, log_path):
+        os.makedirs(directory, exist_ok=True)
+        subprocess.run([binary, "user", "add", "--data", directory, USER, "--password", PASSWORD, "--role", "*=admin"],
+                       check=True, stdout=subprocess.DEVNULL)
+        self.log_path = log_path
+        self.log = open(log_path, "w+")
+        # --no-advertise: a test daemon has no business on the LAN's mDNS (nor renaming itself
+        # around other test daemons' names).
+        self.proc = subprocess.Popen([binary, "serve", "--data", directory, "--port", "0", "--no-advertise"],
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True)
+        m = re.search(r" at (http://127\.0\.0\.1:\d+)/", self.proc.stdout.readline())
+        if not m:
+            self.proc.wait()
+            self.log.seek(0)
+            raise SystemExit(f"ferry serve did not start: {self.log.read()[-800:]}")
+        self.server = Server("ferry", m.group(1), USER, PASSWORD)
+        # Keep reading stdout after the first line: a full pipe would block the daemon.
+        threading.Thread(target=self.proc.stdout.read, daemon=True).start()
+
+    def crashed(self):
+        """The daemon's stderr if it died or printed a Swift crash, else None."""
+        self.log.flush()
+        with open(self.log_path) as f:
+            text = f.read()
+        if self.proc.poll() is not None or "Fatal error" in text or "Backtrace" in text:
+            return text[-600:] or f"exit status {self.proc.returncode}"
+        return None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def replicate(couch, source, target, timeout=900):
+    """CouchDB's own replicator, one-shot (`POST /_replicate` on `couch`), from `source` to
+    `target` (URLs with credentials). Returns (answer dict, seconds, error text or None); the
+    answer's `history[0]` carries `docs_written`, `docs_read`, `doc_write_failures`."""
+    t0 = time.monotonic()
+    try:
+        r = couch.post("/_replicate", json={"source": source, "target": target}, timeout=timeout)
+    except requests.RequestException as e:
+        return {}, time.monotonic() - t0, f"{type(e).__name__}: {e}"
+    seconds = time.monotonic() - t0
+    try:
+        answer = r.json()
+    except ValueError:
+        answer = {"raw": r.text[:300]}
+    if r.status_code != 200 or not answer.get("ok"):
+        return answer, seconds, f"HTTP {r.status_code} {str(answer)[:400]}"
+    return answer, seconds, None
+
+
+COUNTERS = ("docs_written", "docs_read", "missing_found", "missing_checked", "doc_write_failures")
+
+
+def stats(answer):
+    """This run's counters from a `_replicate` answer. CouchDB 3.5 restores a job's counters
+    from its last checkpoint, so `history[0]` is cumulative over every session with the same
+    replication ID (seen: a second identical run reports the first run's `docs_written` plus
+    its own); this run's share is `history[0] - history[1]`. `no_changes` means zeros."""
+    if answer.get("no_changes"):
+        return {k: 0 for k in COUNTERS}
+    history = answer.get("history") or [{}]
+    out = dict(history[0])
+    if len(history) > 1:
+        for k in COUNTERS:
+            if isinstance(out.get(k), int) and isinstance(history[1].get(k), int):
+                out[k] = out[k] - history[1][k]
+    return out
