@@ -154,6 +154,40 @@ struct SyncCommandTests {
         await naomi.stop()
     }
 
+    /// Issue 30: the peer's deletion wins over a local edit. The edit's branch is closed
+    /// locally, and that tombstone is a branch the peer never had; a passive peer in
+    /// no-conflicts mode (Sync Gateway 4.2) answers such a tombstone 409 — here a validator
+    /// does, for any closing tombstone. Nothing is sent it would refuse: exit 0, nothing failed,
+    /// and both sides hold the deletion.
+    @Test func aWinningRemoteDeletionSendsNoTombstoneThePeerNeverHad() async throws {
+        let naomi = try await Peer.make("naomi", serving: true)
+        naomi.db.setValidation(named: "likeSyncGateway") { rev, _ in
+            rev.isDeletion && rev.properties["ferry:closed"] != nil
+                ? .reject(message: "tombstone updates to non-leaf or already tombstoned revisions aren't valid when allow_conflicts=false", status: 409)
+                : .accept
+        }
+        let dir = TempDir()
+        let path = dir.path("molly.db")
+        let first = try await runFerryTimed(["put", "--db", path, "task", #"{"title":"milk"}"#])
+        #expect(first.status == 0, "\(first.err)")
+        let shared = try await runFerryTimed(["sync", naomi.url, "--db", path])
+        #expect(shared.status == 0, "\(shared.err)")
+        let naomiDoc = try #require(try naomi.db.document("task"))
+        try naomi.db.delete(naomiDoc)
+        #expect(try await runFerryTimed(["put", "--db", path, "task", #"{"title":"oat milk"}"#]).status == 0)
+
+        let r = try await runFerryTimed(["sync", naomi.url, "--db", path])
+        #expect(r.status == 0, "\(r.out) \(r.err)")
+        #expect(!r.err.contains("failed"), "\(r.err)")
+        #expect(try naomi.db.document("task") == nil)
+        let local = try Database.open(at: path)
+        #expect(try local.document("task") == nil, "the deletion wins here too")
+        let tree = try #require(try local.revisionTree(of: "task"))
+        #expect(tree.leaves.contains { $0.isClosed }, "the local edit is closed, not removed")
+        local.close()
+        await naomi.stop()
+    }
+
     /// --doc-id moves only the named documents, both ways, between two `ferry serve` files.
     @Test func docIDsMoveOnlyThoseDocuments() async throws {
         let dir = TempDir()

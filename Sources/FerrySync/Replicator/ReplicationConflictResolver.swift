@@ -5,8 +5,9 @@ import Foundation
 ///
 /// A custom resolver gets the conflict — `local` is this database's current revision, `remote`
 /// the pulled leaf, nil for a tombstone — and returns the document to keep: `local`, `remote`,
-/// a merged document, or nil to delete. The result is stored as a child of the remote leaf
-/// (so it reaches the peer as a fast-forward) and pushed back. As Couchbase Lite documents it:
+/// a merged document, or nil to delete. The result is stored by adding revisions — the kept
+/// leaf stays, a merged body continues the higher leaf, the loser is closed — and pushed back
+/// (Protocol/revisions.md, "Storing a resolution"). As Couchbase Lite documents it:
 /// - a returned document whose ID is not the conflicting one is saved under the conflicting
 ///   ID, with a warning in the log;
 /// - a document read from another database is an error: a `.failed` document event, and the
