@@ -19,11 +19,9 @@ import Testing
 
     static func leaves(_ db: Database) throws -> [String: String] {
         let tree = try #require(try db.revisionTree(of: "doc"))
-        var out: [String: String] = [:]
-        for leaf in tree.leaves {
-            out[leaf.revisionID.description] = leaf.isClosed ? "closed" : leaf.isDeleted ? "deleted" : "live"
-        }
-        return out
+        return Dictionary(uniqueKeysWithValues: tree.leaves.map {
+            ($0.revisionID.description, ResolutionVector.kind(deleted: $0.isDeleted, closed: $0.isClosed))
+        })
     }
 
     @Test(arguments: cases)

@@ -42,6 +42,11 @@ public struct ResolutionVector: Decodable, Sendable, CustomStringConvertible {
 
     public var description: String { name }
 
+    /// The kind the vectors name a leaf by: "closed", "deleted" or "live".
+    public static func kind(deleted: Bool, closed: Bool) -> String {
+        closed ? "closed" : deleted ? "deleted" : "live"
+    }
+
     /// `rev`'s history (newest first) as a replicator sends it: the branch up to `rev`, then the base.
     public func history(of branch: [Revision]) -> [String] {
         (base + branch).reversed().map(\.rev)

@@ -30,9 +30,10 @@ public struct Attachment: Sendable, Equatable {
 
     /// Parses and checks a body's `_attachments` (nil if it has none). Every rule that makes
     /// an entry usable: an object of objects, a `sha1-` digest, a non-negative integer length,
-    /// a string content type, a positive integer revpos not after `generation`, a boolean stub,
+    /// a string content type, a non-negative integer revpos (kept as given: CouchDB stores a
+/// replicated revision's revpos even past its generation), a boolean stub,
     /// and no inline `data` (write the blob, then reference it).
-    static func entries(in properties: [String: JSONValue], generation: Int) throws(StoreError) -> [String: Entry]? {
+    static func entries(in properties: [String: JSONValue]) throws(StoreError) -> [String: Entry]? {
         guard let value = properties["_attachments"] else { return nil }
         guard case .object(let members) = value else {
             throw .invalidAttachment(name: "", reason: "_attachments must be an object")
@@ -56,10 +57,6 @@ public struct Attachment: Sendable, Equatable {
             }
             var revpos: Int?
             if let rp = m["revpos"] {
-                // No upper bound: CouchDB stores a replicated revision's revpos as given, even
-                // past its generation (a conflict branch written with new_edits:false), and a
-                // replicator's revision must be kept as it was written (issue 30).
-                _ = generation
                 guard case .int(let r) = rp, r >= 0 else {
                     throw .invalidAttachment(name: name, reason: "revpos must be a non-negative integer")
                 }

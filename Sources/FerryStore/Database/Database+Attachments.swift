@@ -52,7 +52,7 @@ extension Database {
     /// `.invalidAttachment` if its `_attachments` is malformed (only possible for an unsaved one).
     public func attachments(of document: Document) throws(StoreError) -> [Attachment] {
         try blobs.checkOpen()
-        guard let entries = try Attachment.entries(in: document.properties, generation: .max) else { return [] }
+        guard let entries = try Attachment.entries(in: document.properties) else { return [] }
         return entries.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }.map { name, e in
             Attachment(name: name, digest: e.digest, length: e.length, contentType: e.contentType,
                        revpos: e.revpos, isFetched: blobs.length(of: e.digest) == e.length)

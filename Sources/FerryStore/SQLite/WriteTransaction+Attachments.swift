@@ -9,12 +9,12 @@ extension WriteTransaction {
     /// it). Re-canonicalises the body if it changed.
     func prepareAttachments(_ prepared: inout PreparedBody, generation: Int,
                             previous: [String: JSONValue]?) throws(StoreError) {
-        guard let entries = try Attachment.entries(in: prepared.body, generation: generation) else { return }
+        guard let entries = try Attachment.entries(in: prepared.body) else { return }
         try checkStoredLengths(entries)
         guard case .object(var members) = prepared.body["_attachments"] else { return }
         // The parent's entries were checked when it was stored; if they do not parse now,
         // treat every attachment as new rather than refuse the save.
-        let old = previous.flatMap { p in try? Attachment.entries(in: p, generation: .max) } ?? [:]
+        let old = previous.flatMap { p in try? Attachment.entries(in: p) } ?? [:]
         var changed = false
         for (name, entry) in entries where entry.revpos == nil {
             guard case .object(var meta) = members[name] else { continue }
@@ -31,8 +31,8 @@ extension WriteTransaction {
 
     /// A replicated body: entries are checked, kept as received. Blobs not here yet are fine
     /// (stubs a download policy skipped); blobs that are here must have the stated length.
-    func checkReplicatedAttachments(_ props: [String: JSONValue], generation: Int) throws(StoreError) {
-        guard let entries = try Attachment.entries(in: props, generation: generation) else { return }
+    func checkReplicatedAttachments(_ props: [String: JSONValue]) throws(StoreError) {
+        guard let entries = try Attachment.entries(in: props) else { return }
         try checkStoredLengths(entries)
     }
 

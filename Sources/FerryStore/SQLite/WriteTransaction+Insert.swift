@@ -18,7 +18,7 @@ extension WriteTransaction {
         var type = scanned.captured
         if scanned.reservedKey || context.typeKeyBytes.isEmpty {
             let props = try JSONParser.parseObject(r.body)
-            try checkReplicatedAttachments(props, generation: history[0].generation)
+            try checkReplicatedAttachments(props)
             type = Self.documentType(in: props, path: context.typePath)
         }
 
