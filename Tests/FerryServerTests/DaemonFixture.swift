@@ -79,7 +79,7 @@ enum HTTPTestClient {
 
     /// Writes `request` and reads until the server closes, or until `needle` has arrived, or
     /// for at most `timeout` seconds (SO_RCVTIMEO: a guard against a hang, not a wait).
-    static func exchange(port: Int, _ request: [UInt8], until needle: [UInt8]? = nil, timeout: Int = 20,
+    static func exchange(port: Int, _ request: [UInt8], until needle: [UInt8]? = nil, timeout: Int = 120,
                          halfClose: Bool = false) async throws -> [UInt8] {
         let result: Result<[UInt8], Failure> = await offPool {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
