@@ -26,7 +26,8 @@ extension RESTRouter {
         case .success(let a): authentication = a
         case .failure(let e) where e.status == 401 && r.header("Authorization") == nil:
             authentication = AccessControl.Authentication(identity: .anonymous, method: nil)
-        case .failure(let e): throw e
+        case .failure(let e):
+            return Self.withoutChallenge(e.response)
         }
         var info: [String: JSONValue] = ["authentication_handlers": ["cookie", "default"]]
         if let method = authentication.method { info["authenticated"] = .string(method) }
@@ -56,13 +57,13 @@ extension RESTRouter {
         let now = AccessControl.now()
         let refused = SessionCookie.setCookie("", now: now, timeout: timeout, secure: r.isSecure)
         guard let name, let password else {
-            var e = RESTError.unauthorized().response
+            var e = Self.withoutChallenge(RESTError.unauthorized().response)
             e.headers.append(("Set-Cookie", refused))
             return e
         }
         switch await access.checkPassword(name: name, password: password) {
         case .failure(let error):
-            var e = error.response
+            var e = Self.withoutChallenge(error.response)
             if error.status == 401 { e.headers.append(("Set-Cookie", refused)) } else { e.headers.append(("Retry-After", "1")) }
             return e
         case .success(let user):
@@ -72,6 +73,14 @@ extension RESTRouter {
             let cookie = SessionCookie.setCookie(value, now: now, timeout: timeout, secure: r.isSecure)
             return redirected(r, .json(200, body, headers: [("Set-Cookie", cookie)]))
         }
+    }
+
+    /// A 401 without `WWW-Authenticate`, as CouchDB answers `/_session`: a browser's script
+    /// that logs in must not get the browser's own password prompt instead.
+    static func withoutChallenge(_ response: RESTResponse) -> RESTResponse {
+        var r = response
+        r.headers.removeAll { $0.name == "WWW-Authenticate" }
+        return r
     }
 
     /// `{"name":…,"roles":[…]}`: `_admin` for a server admin (CouchDB's role of the same power).
