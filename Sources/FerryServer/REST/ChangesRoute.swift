@@ -90,10 +90,13 @@ extension RESTRouter {
             return min(n, 1e12)
         }
         if let l = try number("limit") { q.limit = max(Int(l), 1) }
-        q.heartbeat = try number("heartbeat").map { max($0, 100) / 1000 }
         q.timeout = try number("timeout").map { $0 / 1000 }
-        // `heartbeat=true`: CouchDB's default interval (60 s), or the timeout when shorter.
-        if params["heartbeat"] == "true" { q.heartbeat = min(60, q.timeout ?? 60) }
+        if params["heartbeat"] == "true" {
+            // CouchDB's default interval (60 s), or the timeout when shorter.
+            q.heartbeat = min(60, max(q.timeout ?? 60, 0.1))
+        } else {
+            q.heartbeat = try number("heartbeat").map { max($0, 100) / 1000 }
+        }
         q.includeDocs = params["include_docs"] == "true"
         q.allLeaves = params["style"] == "all_docs"
         if params["filter"] == "_doc_ids" {

@@ -70,7 +70,9 @@ public final class RESTRouter: Sendable {
         do {
             return try await route(request)
         } catch {
-            if error.status >= 500 { logger.warning("request failed", metadata: ["path": "\(request.head.target)", "error": "\(error.reason)"]) }
+            // 503 is load shedding (the password pool is full), not a fault: a flood of
+            // them must not flood the log too.
+            if error.status >= 500 && error.status != 503 { logger.warning("request failed", metadata: ["path": "\(request.head.target)", "error": "\(error.reason)"]) }
             return error.response
         }
     }
