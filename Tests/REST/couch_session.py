@@ -144,6 +144,7 @@ def main():
         ok = admin.put("/_users/org.couchdb.user:bob", json={"name": "bob", "password": "pw", "roles": [], "type": "user"})
         check(ok.status_code in (201, 202), f"CouchDB user bob: {ok.status_code} {ok.text}")
         admin.put("/_node/_local/_config/chttpd_auth/timeout", content=json.dumps(str(TIMEOUT)))
+        shutil.rmtree(os.path.join(TMP, "session-ferry"), ignore_errors=True)  # a fresh daemon each run
         ferry_proc, ferry_base = ferryd.serve(
             FERRY, os.path.join(TMP, "session-ferry"), TMP, "session-ferry",
             users=[["bob", "--password", "pw", "--role", "*=writer"], ["adm", "--password", "adm-pw", "--role", "*=admin"]],
