@@ -5,14 +5,16 @@ import FerryStore
 /// `Accept: multipart/mixed`, as CouchDB's replicator asks, one part per revision (a
 /// revision whose attachments carry bytes is a nested `multipart/related` part, a missing one
 /// `application/json; error="true"`). `revs`, `latest`, `attachments` and `atts_since` as in
-/// CouchDB (`atts_since` implies `attachments`).
+/// CouchDB (`atts_since` implies `attachments`, and so does a multipart answer).
 extension RESTRouter {
     func openRevisions(_ c: Context, _ id: String, _ spec: String) throws(RESTError) -> RESTResponse {
         let r = c.request
         let flag = { (name: String) in r[query: name] == "true" }
         let attsSince = try AttachmentRendering.attsSince(r)
-        let withBytes = flag("attachments") || attsSince != nil
         let multipart = Self.accepts(r, "multipart/mixed")
+        // CouchDB sends attachment bytes in a multipart answer whatever `attachments` says
+        // (its replicator does not ask for them: it relies on this).
+        let withBytes = multipart || flag("attachments") || attsSince != nil
         do {
             let tree = try c.db.revisionTree(of: id)
             var wanted: [String]
