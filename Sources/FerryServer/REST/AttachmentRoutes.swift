@@ -72,6 +72,12 @@ extension RESTRouter {
         do {
             let blob = try c.db.writeBlob(c.request.body)
             doc.setAttachment(name, blob: blob, contentType: c.request.header("Content-Type") ?? "application/octet-stream")
+            // CouchDB's digest beside Ferry's, for the clients that compare it (AttachmentMD5).
+            if case .object(var members)? = doc.properties["_attachments"], case .object(var meta)? = members[name] {
+                meta[AttachmentMD5.member] = .string(AttachmentMD5.digest(c.request.body))
+                members[name] = .object(meta)
+                doc.properties["_attachments"] = .object(members)
+            }
             let saved = try c.db.save(doc, concurrencyControl: .failOnConflict)
             let rev = saved.revisionID?.description ?? ""
             let location = "/" + [c.name, docID, name].map(PercentDecoding.encodeSegment).joined(separator: "/")

@@ -17,7 +17,7 @@ extension RESTRouter {
             guard let o = d.objectValue else { throw .badRequest("Document must be a JSON object") }
             // Inline attachment bytes become blobs before the batch (AttachmentBodies).
             let incoming = DocumentJSON.incoming(try Self.storingAttachmentData(c.db, id: o["_id"]?.stringValue, body: o,
-                                                                                parentRev: o["_rev"]?.stringValue, following: [:]))
+                                                                                parentRevs: Self.parentRevisions(nil, o), following: [:]))
             items.append((incoming.id ?? Self.newID(), incoming))
         }
         return newEdits ? try saveAll(c.db, items) : try insertAll(c.db, items)
