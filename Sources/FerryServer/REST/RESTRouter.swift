@@ -59,7 +59,8 @@ public final class RESTRouter: Sendable {
         do {
             return try await route(request)
         } catch {
-            if error.status >= 500 { logger.warning("request failed", metadata: ["path": "\(request.head.target)", "error": "\(error.reason)"]) }
+            // 501 is an answer (a feature Ferry does not have), not a failure of the server.
+            if error.status >= 500, error.status != 501 { logger.warning("request failed", metadata: ["path": "\(request.head.target)", "error": "\(error.reason)"]) }
             return error.response
         }
     }
@@ -116,9 +117,11 @@ public final class RESTRouter: Sendable {
             }
         }
         let second = s[1]
+        if second == "_design" || Document.isDesignID(second) { return try await designDocumentRoute(c, s[1...]) }
         if second.hasPrefix("_") {
             switch second {
             case "_all_docs": return try allDocs(c)
+            case "_design_docs": return try designDocs(c)
             case "_bulk_docs": return try bulkDocs(c)
             case "_changes": return try await changes(c)
             case "_local":
@@ -126,6 +129,8 @@ public final class RESTRouter: Sendable {
                 return try localDocument(c, s[2])
             default:
                 if let r = try await extendedDatabaseRoute(c, second) { return r }
+                // A write to `/db/_name` is a document ID CouchDB reserves, and answered so.
+                if s.count == 2, r.method == "PUT" { throw .illegalDocumentID(second) }
                 throw .notFound("no route \(r.head.target)")
             }
         }

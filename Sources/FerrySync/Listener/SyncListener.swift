@@ -50,7 +50,10 @@ public final class SyncListener: Sendable {
 
     /// What a client may do with a database, as `Configuration.authorize` decides.
     public enum PeerAccess: Sendable {
-        /// Push and pull.
+        /// Push and pull, design documents too (CouchDB's database admin).
+        case admin
+        /// Push and pull, except design documents (`_design/…`): each is refused with 403, as
+        /// CouchDB refuses them to its database members.
         case readWrite
         /// Pull only; its pushes are refused with 403.
         case readOnly
@@ -170,9 +173,12 @@ public final class SyncListener: Sendable {
                     return .refuse(status: 404, message: "no database at \(path)")
                 }
                 var readOnly = configuration.readOnly
+                // Without `authorize` there are no roles: whoever may push may push anything.
+                var designDocuments = true
                 if let authorize = configuration.authorize {
                     switch authorize(request, name) {
-                    case .readWrite: break
+                    case .admin: break
+                    case .readWrite: designDocuments = false
                     case .readOnly: readOnly = true
                     case let .refuse(status, message, headers):
                         logger.info("refused client", metadata: ["peer": "\(request.remoteAddress.map { "\($0)" } ?? "?")", "status": "\(status)"])
@@ -183,12 +189,13 @@ public final class SyncListener: Sendable {
                     return .refuse(status: 401, message: "login required",
                                    headers: HTTPHeaders([("WWW-Authenticate", #"Basic realm="Ferry""#)]))
                 }
-                let pullOnly = readOnly
+                let (pullOnly, pushesDesign) = (readOnly, designDocuments)
                 return BLIPConnection.accept(request, on: loop, app: app, logger: logger) { conn in
                     let key = ObjectIdentifier(conn)
                     shared.peers.withLock { $0[key] = conn }
                     shared.counters.connections.add(1, ordering: .relaxed)
-                    let peer = PassivePeer(database: db, connection: conn, listener: shared, readOnly: pullOnly, logger: logger)
+                    let peer = PassivePeer(database: db, connection: conn, listener: shared, readOnly: pullOnly,
+                                           designDocuments: pushesDesign, logger: logger)
                     peer.register()
                     Task {
                         await peer.serve()
