@@ -33,6 +33,8 @@ extension RESTRouter {
         do {
             let total = designOnly ? try designDocumentCount(c.db) : try c.db.documentCount()
             var rows: [JSONValue] = []
+            // CouchDB's offset is a position in the ID order, which rows chosen by `keys` have not.
+            let offset: JSONValue = params["keys"] == nil ? .int(Int64(skip)) : .null
             if let keys = params["keys"] ?? params["key"].map({ .array([$0]) }) {
                 guard var list = keys.arrayValue else { throw RESTError.badRequest("`keys` must be an array of strings") }
                 if designOnly { list.removeAll { $0.stringValue.map { !$0.hasPrefix(Document.designPrefix) } ?? false } }
@@ -67,7 +69,7 @@ extension RESTRouter {
                     rows.append(.object(o))
                 }
             }
-            return .json(200, .object(["total_rows": .int(Int64(total)), "offset": .int(Int64(skip)), "rows": .array(rows)]))
+            return .json(200, .object(["total_rows": .int(Int64(total)), "offset": offset, "rows": .array(rows)]))
         } catch {
             throw RESTError.from(error)
         }
