@@ -132,6 +132,7 @@ struct DesignDocumentTests {
         #expect(try await f.request("GET", "/db/_design/none/_view/all", user: Self.reader).object["error"]?.stringValue == "not_found")
         #expect(try await f.request("GET", "/db/_changes?filter=_view&view=app/all", user: Self.reader).status == 501)
         #expect(try await f.request("GET", "/db/_changes?filter=app/mine", user: Self.reader).status == 501)
+        #expect(try await f.request("GET", "/db/_changes?filter=none/mine", user: Self.reader).status == 404)
 
         // IDs CouchDB reserves: `illegal_docid` with its reason, whole _bulk_docs requests too.
         let reserved = "Only reserved document ids may start with underscore."

@@ -350,6 +350,7 @@ try:
         check(f.status_code == 501 and body.get("error") == "not_implemented" and word in body.get("reason", ""),
               f"Ferry {path}: 501 not_implemented naming {word} ({f.status_code} {f.text[:150]})")
         compare(f"{path} of a missing design document", "GET", f"/diff/_design/none/{path}")
+    compare("_changes with the filter of a missing design document", "GET", "/diff/_changes", params={"filter": "none/f"})
     f = fadmin("GET", "/diff/_changes", params={"filter": "_view", "view": "app/v"})
     check(f.status_code == 501 and f.json().get("error") == "not_implemented", f"_changes?filter=_view: 501 ({f.text[:150]})")
 finally:
