@@ -116,6 +116,8 @@ public final class FerryDaemon: Sendable {
                              hooks: [@Sendable (RESTRequest, RESTRouter) async -> RESTResponse?] = [],
                              group: EventLoopGroup = .shared,
                              logger: Logger = Logger(label: "ferry.daemon")) async throws -> FerryDaemon {
+        // The data directory first: its lock file lives in it (docs/daemon.md: created if missing).
+        if case .directory(let dir) = configuration.location { try DatabaseRegistry.createDataDirectory(dir) }
         let lock = configuration.publishEndpoint ? try DaemonEndpoint.lock(DaemonEndpoint.prefix(for: configuration.location)) : nil
         let registry: DatabaseRegistry
         do { registry = try DatabaseRegistry(location: configuration.location, options: configuration.databaseOptions) } catch {
@@ -159,7 +161,8 @@ public final class FerryDaemon: Sendable {
                 switch access.role(of: identity, on: name) {
                 case nil: return .refuse(status: 403, message: "\(identity) may not use database \(name)", headers: HTTPHeaders())
                 case .reader?: return .readOnly
-                case .writer?, .admin?: return .readWrite
+                case .writer?: return .readWrite
+                case .admin?: return .admin
                 }
             }
         }

@@ -29,8 +29,10 @@ extension RESTRouter {
         try Self.allow(c.request, ["GET", "HEAD", "POST"])
         var q = try Self.changesQuery(c)
         if let name = c.request[query: "filter"], name != "_doc_ids" {
-            guard let f = pullFilters.withLock({ $0[name] }) else {
-                throw .notFound("no filter named \(name.debugDescription); known: _doc_ids and \(pullFilters.withLock { $0.keys.sorted() })")
+            var found = pullFilters.withLock { $0[name] }
+            if found == nil { found = try Self.builtInFilter(name, c.db) }
+            guard let f = found else {
+                throw .notFound("no filter named \(name.debugDescription); known: _doc_ids, _design and \(pullFilters.withLock { $0.keys.sorted() })")
             }
             q.filter = f
             let own: Set<String> = ["feed", "since", "limit", "include_docs", "heartbeat", "timeout", "filter", "style", "doc_ids", "descending"]
@@ -54,6 +56,25 @@ extension RESTRouter {
             return continuousChanges(c.db, q, eventSource: q.feed == "eventsource")
         default:
             throw .badRequest("feed must be normal, longpoll, continuous or eventsource")
+        }
+    }
+
+    /// CouchDB's built-in `_design` filter (design documents only); nil for a name that is
+    /// not built in. Filters CouchDB runs from design documents — `_view` and `ddoc/name` —
+    /// are 501 naming what Ferry does not run (404 when `ddoc` is not there, as CouchDB
+    /// answers), so a replication that asks for one fails saying why instead of copying
+    /// everything.
+    static func builtInFilter(_ name: String, _ db: Database) throws(RESTError) -> PullFilter? {
+        switch name {
+        case "_design": return { doc, _, _ in Document.isDesignID(doc.id) }
+        case "_view": throw .notImplemented("Ferry does not run JavaScript views (_view filter)")
+        case let n where n.contains("/"):
+            let ddoc = Document.designPrefix + n.prefix { $0 != "/" }
+            let exists: Bool
+            do { exists = try db.document(ddoc) != nil } catch { throw RESTError(error) }
+            guard exists else { throw .notFound("missing") }
+            throw .notImplemented("Ferry does not run JavaScript filter functions (\(n))")
+        default: return nil
         }
     }
 

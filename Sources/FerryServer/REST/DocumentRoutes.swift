@@ -2,18 +2,21 @@ import FerryStore
 
 /// `/{db}/{docid}` and `POST /{db}` (Protocol/rest.md, "Documents"): read with `rev`, `revs`,
 /// `revs_info`, `conflicts`, `open_revs` and ETags; write with `_rev`, `?rev=` or `If-Match`
-/// (a stale one is 409), `new_edits=false` for replicated revisions; delete with a revision.
+/// (a stale one is 409), `new_edits=false` for replicated revisions; delete with a revision;
+/// `COPY` to the `Destination` header's ID (CopyRoute). Design documents (`_design/NAME`) are
+/// served here too; writing one needs the admin role (`requireWriteAccess`).
 extension RESTRouter {
     func document(_ c: Context, _ id: String) throws(RESTError) -> RESTResponse {
         switch c.request.method {
         case "GET", "HEAD": return try readDocument(c, id)
         case "PUT":
-            try require(.writer, c)
+            try requireWriteAccess(c, to: id)
             return try writeDocument(c, id: id, body: try documentBody(c, id: id))  // JSON or multipart/related
         case "DELETE":
-            try require(.writer, c)
+            try requireWriteAccess(c, to: id)
             return try deleteDocument(c, id)
-        default: throw .methodNotAllowed("DELETE,GET,HEAD,PUT")
+        case "COPY": return try copyDocument(c, id)
+        default: throw .methodNotAllowed("DELETE,GET,HEAD,POST,PUT,COPY")
         }
     }
 
@@ -21,7 +24,15 @@ extension RESTRouter {
         try require(.writer, c)
         let body = try Self.jsonObject(c.request)
         let id = body["_id"]?.stringValue ?? Self.newID()
+        try requireWriteAccess(c, to: id)
         return try writeDocument(c, id: id, body: body)
+    }
+
+    /// Throws 403 unless the context's role may write document `id`: the writer role, and for a
+    /// design document the admin role, as CouchDB asks of its database admins (a design
+    /// document's functions run for every reader there, so members may not change them).
+    func requireWriteAccess(_ c: Context, to id: String) throws(RESTError) {
+        try require(Document.isDesignID(id) ? .admin : .writer, c)
     }
 
     private func readDocument(_ c: Context, _ id: String) throws(RESTError) -> RESTResponse {

@@ -70,9 +70,11 @@ public final class RESTRouter: Sendable {
         do {
             return try await route(request)
         } catch {
-            // 503 is load shedding (the password pool is full), not a fault: a flood of
-            // them must not flood the log too.
-            if error.status >= 500 && error.status != 503 { logger.warning("request failed", metadata: ["path": "\(request.head.target)", "error": "\(error.reason)"]) }
+            // 501 is an answer (a feature Ferry does not have) and 503 load shedding (the
+            // password pool is full), not faults: a flood of them must not flood the log too.
+            if error.status >= 500, error.status != 501, error.status != 503 {
+                logger.warning("request failed", metadata: ["path": "\(request.head.target)", "error": "\(error.reason)"])
+            }
             return error.response
         }
     }
@@ -137,9 +139,11 @@ public final class RESTRouter: Sendable {
             }
         }
         let second = s[1]
+        if second == "_design" || Document.isDesignID(second) { return try await designDocumentRoute(c, s[1...]) }
         if second.hasPrefix("_") {
             switch second {
             case "_all_docs": return try allDocs(c)
+            case "_design_docs": return try designDocs(c)
             case "_bulk_docs": return try bulkDocs(c)
             case "_changes": return try await changes(c)
             case "_local":
@@ -147,6 +151,8 @@ public final class RESTRouter: Sendable {
                 return try localDocument(c, s[2])
             default:
                 if let r = try await extendedDatabaseRoute(c, second) { return r }
+                // A write to `/db/_name` is a document ID CouchDB reserves, and answered so.
+                if s.count == 2, r.method == "PUT" { throw .illegalDocumentID(second) }
                 throw .notFound("no route \(r.head.target)")
             }
         }

@@ -34,6 +34,9 @@ final class Puller: Sendable {
     let downloads: AttachmentDownloadQueue?
     let reporter: Reporter
     let logger: Logger
+    /// Whether design documents (`_design/…`) are refused, each with 403: a listener's client
+    /// without the admin role (CouchDB lets only database admins write them).
+    let refusesDesignDocuments: Bool
     private let ledger: PullLedger
     private let inserter: Inserter
     private let batches = RequestQueue()
@@ -41,8 +44,9 @@ final class Puller: Sendable {
 
     /// `maxPendingRevisions`: the ledger's gate (see `PullLedger`).
     init(role: Role, database: Database, connection: BLIPConnection, maxPendingRevisions: Int,
-         reporter: Reporter, logger: Logger) {
+         reporter: Reporter, refusesDesignDocuments: Bool = false, logger: Logger) {
         self.role = role
+        self.refusesDesignDocuments = refusesDesignDocuments
         if case .active(_, _, _, let queue) = role { downloads = queue } else { downloads = nil }
         self.database = database
         self.connection = connection
@@ -151,6 +155,7 @@ final class Puller: Sendable {
 
     private func handleRev(_ request: BLIPIncomingRequest) {
         ledger.arrived()
+        if refusesDesignDocuments, refuseDesignDocument(request) { return }
         let taken = RevReceiver.receive(request, database: database, downloads: downloads, failed: { [self] revision, error in
             giveUp(documentID: revision.documentID, revisionID: revision.history.first, isDeleted: revision.isDeleted,
                    arrived: true, error: error)
@@ -206,6 +211,18 @@ final class Puller: Sendable {
             ConflictResolving.resolve(database: database, documentID: documentID, local: local, remote: remote,
                                       using: custom, reporter: reporter, logger: logger)
         }
+    }
+
+    /// Refuses a design document's `rev` (403, before any attachment is fetched) and returns
+    /// true; false for any other document.
+    private func refuseDesignDocument(_ request: BLIPIncomingRequest) -> Bool {
+        typealias Q = ReplicationProtocol.Property
+        let p = request.message.properties
+        guard let id = p[Q.id], Document.isDesignID(id) else { return false }
+        let error = StoreError.rejected(status: 403, message: "You are not a db or server admin.")
+        giveUp(documentID: id, revisionID: p[Q.rev], isDeleted: p.bool(Q.deleted), arrived: true, error: .store(error))
+        request.respondHTTPError(error.wireStatus, error.wireMessage)
+        return true
     }
 
     private func handleNoRev(_ request: BLIPIncomingRequest) {

@@ -51,7 +51,10 @@ public final class SyncListener: Sendable {
 
     /// What a client may do with a database, as `Configuration.authorize` decides.
     public enum PeerAccess: Sendable {
-        /// Push and pull.
+        /// Push and pull, design documents too (CouchDB's database admin).
+        case admin
+        /// Push and pull, except design documents (`_design/…`): each is refused with 403, as
+        /// CouchDB refuses them to its database members.
         case readWrite
         /// Pull only; its pushes are refused with 403.
         case readOnly
@@ -171,12 +174,15 @@ public final class SyncListener: Sendable {
                     return .refuse(status: 404, message: "no database at \(path)")
                 }
                 // Accepts on the loop, once what the client may do is known.
-                let open = { (readOnly: Bool) -> UpgradeDecision in
+                // Without `authorize` there are no roles: whoever may push may push anything,
+                // design documents too.
+                let open = { (readOnly: Bool, designDocuments: Bool) -> UpgradeDecision in
                     BLIPConnection.accept(request, on: loop, app: app, logger: logger) { conn in
                         let key = ObjectIdentifier(conn)
                         shared.peers.withLock { $0[key] = conn }
                         shared.counters.connections.add(1, ordering: .relaxed)
-                        let peer = PassivePeer(database: db, connection: conn, listener: shared, readOnly: readOnly, logger: logger)
+                        let peer = PassivePeer(database: db, connection: conn, listener: shared, readOnly: readOnly,
+                                               designDocuments: designDocuments, logger: logger)
                         peer.register()
                         Task {
                             await peer.serve()
@@ -196,8 +202,9 @@ public final class SyncListener: Sendable {
                             _ = loop.execute {
                                 let (decide, open) = back.value
                                 switch access {
-                                case .readWrite: decide(open(configuration.readOnly))
-                                case .readOnly: decide(open(true))
+                                case .admin: decide(open(configuration.readOnly, true))
+                                case .readWrite: decide(open(configuration.readOnly, false))
+                                case .readOnly: decide(open(true, false))
                                 case let .refuse(status, message, headers):
                                     logger.info("refused client", metadata: ["peer": "\(request.remoteAddress.map { "\($0)" } ?? "?")", "status": "\(status)"])
                                     decide(.refuse(status: status, message: message, headers: headers))
@@ -210,7 +217,7 @@ public final class SyncListener: Sendable {
                     return .refuse(status: 401, message: "login required",
                                    headers: HTTPHeaders([("WWW-Authenticate", #"Basic realm="Ferry""#)]))
                 }
-                return open(configuration.readOnly)
+                return open(configuration.readOnly, true)
             }
         } catch {
             throw .connection("cannot listen on \(configuration.host):\(configuration.port): \(error)")
