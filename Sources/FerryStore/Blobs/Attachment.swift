@@ -56,8 +56,12 @@ public struct Attachment: Sendable, Equatable {
             }
             var revpos: Int?
             if let rp = m["revpos"] {
-                guard case .int(let r) = rp, r >= 1, r <= Int64(generation) else {
-                    throw .invalidAttachment(name: name, reason: "revpos must be an integer from 1 to \(generation)")
+                // No upper bound: CouchDB stores a replicated revision's revpos as given, even
+                // past its generation (a conflict branch written with new_edits:false), and a
+                // replicator's revision must be kept as it was written (issue 30).
+                _ = generation
+                guard case .int(let r) = rp, r >= 1 else {
+                    throw .invalidAttachment(name: name, reason: "revpos must be a positive integer")
                 }
                 revpos = Int(r)
             }
