@@ -108,7 +108,7 @@ public final class Database: Sendable {
     var context: StoreContext {
         let v = validators.withLock { $0.sorted { $0.key < $1.key }.map { (name: $0.key, validate: $0.value) } }
         let path = options.typeKey.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        return StoreContext(options: options, blobs: blobs, typePath: path,
+        return StoreContext(databaseID: uuid, options: options, blobs: blobs, typePath: path,
                             typeKeyBytes: path.count == 1 ? Array(options.typeKey.utf8) : [], validators: v,
                             conflictPolicy: conflictPolicy)
     }
