@@ -19,7 +19,7 @@ final class Puller: Sendable {
     enum Role: Sendable {
         /// The replicator's pull; `remote` names the peer for remote-revision bookkeeping.
         /// `downloads`: with a download policy, the queue its wanted attachments go to.
-        case active(remote: String, checkpointer: Checkpointer, resolver: ReplicationConflictResolver?,
+        case active(remote: String, checkpointer: Checkpointer, resolver: ConflictResolver?,
                     downloads: AttachmentDownloadQueue?)
         /// A listener taking a client's push.
         case passive
@@ -59,7 +59,7 @@ final class Puller: Sendable {
             // The database's policy resolves in the insert's own transaction (the default rule,
             // or nothing under `keep`); a custom resolver runs after the commit (it may throw,
             // and the conflict must then stay).
-            let inTransaction: ConflictResolver? = resolver?.resolve == nil ? database.conflictPolicy.automaticResolver : nil
+            let inTransaction = resolver.customResolver == nil ? database.conflictPolicy.automaticResolver : nil
             inserter = Inserter(database: database, remote: remote, resolver: inTransaction, allowConflicts: true,
                                 onTheWay: { ledger.onTheWay },
                                 afterInsert: { (batch, items, _) throws(StoreError) in
@@ -207,7 +207,7 @@ final class Puller: Sendable {
         if outcome.resolved {
             reporter.event(DocumentEvent(direction: .pull, documentID: documentID, revisionID: outcome.current?.description,
                                          isDeleted: false, kind: .conflictResolved))
-        } else if case .active(_, _, let resolver, _) = role, let custom = resolver?.resolve, let remote = try? RevisionID(rev) {
+        } else if case .active(_, _, let resolver, _) = role, let custom = resolver.customResolver, let remote = try? RevisionID(rev) {
             ConflictResolving.resolve(database: database, documentID: documentID, local: local, remote: remote,
                                       using: custom, reporter: reporter, logger: logger)
         }
