@@ -288,7 +288,7 @@ final class Pusher: Sendable {
         }
         reporter.completed(judged)
         synced += try await sendRevs(toSend.map { ($0.change, $0.known, JSONValue.int($0.change.sequence)) }, trees: trees,
-                                     noConflicts: true)
+                                     noConflicts: true, pulling: alsoPulling)
         do { try database.setRemoteRevisions(synced, remote: remote, purgeCountBefore: purges) } catch { throw .store(error) }
     }
 
@@ -362,8 +362,11 @@ final class Pusher: Sendable {
 
     /// Sends the revisions and waits for every reply; returns those the peer stored. A refused
     /// revision is a document event; a lost connection ends the batch with an error.
+    /// `pulling`: the pull side runs too; a 409 for a revision then means the peer holds a
+    /// conflicting one that the pull brings in and resolves here (the proposal passed because
+    /// the peer's current revision was a deletion the insert then judged) — not a failure.
     private func sendRevs(_ items: [(change: Change, known: [String], sequence: JSONValue)], trees: [String: RevisionTree],
-                          noConflicts: Bool) async throws(ReplicationError) -> [(documentID: String, revisionID: RevisionID)] {
+                          noConflicts: Bool, pulling: Bool = false) async throws(ReplicationError) -> [(documentID: String, revisionID: RevisionID)] {
         let (messages, sent) = revMessages(items, trees: trees, noConflicts: noConflicts)
         reporter.onRevisionsSent(messages.count)
         let results = await connection.sendAll(messages)
@@ -378,6 +381,11 @@ final class Pusher: Sendable {
                 // A refusal that may pass (the peer's disk is full) ends the session, so this
                 // batch is not checkpointed past and is proposed again when it reconnects.
                 if error.isTransient { throw error }
+                if pulling && code == 409 {
+                    logger.debug("revision left for the pull to resolve", metadata: ["doc": "\(change.documentID)"])
+                    reporter.completed(1)
+                    continue
+                }
                 fail(change, error)
             case .failure(let e):
                 throw ReplicationError(e)
