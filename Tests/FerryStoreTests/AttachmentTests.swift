@@ -159,8 +159,8 @@ import Testing
              .invalidAttachment(name: "a.txt", reason: "content_type must be a string")),
             (attachments(stored.digest, length: 4, extra: ["data": "Zm91cg=="]),
              .invalidAttachment(name: "a.txt", reason: "inline or following data is not stored in documents; write the blob first")),
-            (attachments(stored.digest, length: 4, revpos: 0),
-             .invalidAttachment(name: "a.txt", reason: "revpos must be a positive integer")),
+            (attachments(stored.digest, length: 4, revpos: -1),
+             .invalidAttachment(name: "a.txt", reason: "revpos must be a non-negative integer")),
         ]
         for (value, error) in cases {
             #expect(throws: error) { try db.save(Document(id: "d", properties: ["_attachments": value])) }

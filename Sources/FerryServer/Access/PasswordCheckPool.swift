@@ -12,8 +12,8 @@ public final class PasswordCheckPool: Sendable {
 
     /// The pool the daemon's access control uses: one thread per two cores (one or two), up to
     /// 16 checks waiting (about 3 s of work on one thread).
-    public static let shared = PasswordCheckPool(threads: max(1, min(2, ProcessInfo.processInfo.activeProcessorCount / 2)),
-                                                 queueLimit: 16)
+    public static let shared = PasswordCheckPool(threads: max(1, min(2, ProcessInfo.processInfo.activeProcessorCount)),
+                                                 queueLimit: 128)
 
     private struct State {
         var jobs: [@Sendable () -> Void] = []

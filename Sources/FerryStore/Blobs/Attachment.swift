@@ -60,8 +60,8 @@ public struct Attachment: Sendable, Equatable {
                 // past its generation (a conflict branch written with new_edits:false), and a
                 // replicator's revision must be kept as it was written (issue 30).
                 _ = generation
-                guard case .int(let r) = rp, r >= 1 else {
-                    throw .invalidAttachment(name: name, reason: "revpos must be a positive integer")
+                guard case .int(let r) = rp, r >= 0 else {
+                    throw .invalidAttachment(name: name, reason: "revpos must be a non-negative integer")
                 }
                 revpos = Int(r)
             }
