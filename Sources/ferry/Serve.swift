@@ -55,6 +55,10 @@ struct Serve: AsyncParsableCommand {
         "The longest wait between attempts to reach a --replicate peer (the wait doubles from 1 s up to this).",
         valueName: "seconds"))
     var retryMaxWait: Double = 5
+    @Option(help: ArgumentHelp(
+        "Seconds a session cookie (POST /_session, CouchDB's AuthSession) stays valid; renewed on use once a tenth of it has passed.",
+        valueName: "seconds"))
+    var sessionTimeout = 600
     @OptionGroup(title: "TLS (serving)") var serverTLS: ServerTLSOptions
     @OptionGroup(title: "TLS (peers given with --replicate, --peer or found with --discover)") var clientTLS: ClientTLSOptions
     @OptionGroup(title: "Discovery and static peers") var discovery: DiscoveryOptions
@@ -93,6 +97,7 @@ struct Serve: AsyncParsableCommand {
         if !peers.isEmpty { s.replicate = peers }
         if take("--heartbeat") { s.heartbeat = heartbeat }
         if take("--retry-max-wait") { s.retryMaxWait = retryMaxWait }
+        if take("--session-timeout") { s.sessionTimeout = sessionTimeout }
         if let c = serverTLS.tlsCert { s.tlsCert = c }
         if let k = serverTLS.tlsKey { s.tlsKey = k }
         if let ca = serverTLS.clientCa { s.clientCA = ca }
@@ -132,6 +137,7 @@ struct Serve: AsyncParsableCommand {
         var policy = AccessControl.Policy()
         policy.allowAnonymous = settings.allowAnonymous
         policy.anonymousRole = Role(name: settings.anonymousRole) ?? .writer
+        policy.sessionTimeout = settings.sessionTimeout
         let access: AccessControl
         if let user, let password {
             access = AccessControl(users: [UserRecord(name: user, password: try PasswordHash(password: password, iterations: 10_000),

@@ -20,6 +20,7 @@ struct ServeSettings {
     var anonymousRole = "writer"
     var heartbeat: Double = 30
     var retryMaxWait: Double = 5
+    var sessionTimeout = 600
     var tlsCert: String?
     var tlsKey: String?
     var clientCA: String?
@@ -31,7 +32,7 @@ struct ServeSettings {
     /// The keys a config file may have; any other is refused (a typo would otherwise be
     /// silently ignored, and the daemon run with a default the operator meant to change).
     static let fileKeys: Set<String> = ["host", "port", "data", "db", "name", "users", "allow-anonymous", "anonymous-role",
-                                        "heartbeat", "retry-max-wait", "tls", "replicate", "log-format", "log-level",
+                                        "heartbeat", "retry-max-wait", "session-timeout", "tls", "replicate", "log-format", "log-level",
                                         "conflict-policy"]
     static let tlsKeys: Set<String> = ["cert", "key", "client-ca"]
 
@@ -61,10 +62,10 @@ struct ServeSettings {
         for (key, value) in top {
             let ok: Bool
             switch (key, value) {
-            case ("port", .int), ("heartbeat", .int), ("heartbeat", .double), ("retry-max-wait", .int), ("retry-max-wait", .double),
+            case ("port", .int), ("heartbeat", .int), ("heartbeat", .double), ("retry-max-wait", .int), ("retry-max-wait", .double), ("session-timeout", .int),
                  ("allow-anonymous", .bool), ("tls", .object): ok = true
             case ("replicate", .array(let a)): ok = a.allSatisfy { if case .string = $0 { true } else { false } }
-            case ("port", _), ("heartbeat", _), ("retry-max-wait", _), ("allow-anonymous", _), ("replicate", _), ("tls", _): ok = false
+            case ("port", _), ("session-timeout", _), ("heartbeat", _), ("retry-max-wait", _), ("allow-anonymous", _), ("replicate", _), ("tls", _): ok = false
             case (_, .string): ok = true
             default: ok = false
             }
@@ -80,6 +81,7 @@ struct ServeSettings {
         anonymousRole = config.string(forKey: "anonymous-role") ?? anonymousRole
         heartbeat = config.double(forKey: "heartbeat") ?? heartbeat
         retryMaxWait = config.double(forKey: "retry-max-wait") ?? retryMaxWait
+        sessionTimeout = config.int(forKey: "session-timeout") ?? sessionTimeout
         tlsCert = config.string(forKey: "tls.cert") ?? tlsCert
         tlsKey = config.string(forKey: "tls.key") ?? tlsKey
         clientCA = config.string(forKey: "tls.client-ca") ?? clientCA
@@ -96,6 +98,7 @@ struct ServeSettings {
         if data != nil { for p in replicate where Serve.splitNamed(p) == nil { throw ValidationError("with --data, --replicate takes NAME=URL") } }
         if heartbeat < 0 { throw ValidationError("--heartbeat must be 0 (off) or positive") }
         if retryMaxWait < 1 { throw ValidationError("--retry-max-wait must be at least 1 second") }
+        if !(1...31_536_000).contains(sessionTimeout) { throw ValidationError("--session-timeout must be 1…31536000 seconds") }
         if !(0...65535).contains(port) { throw ValidationError("--port must be 0…65535") }
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
         if clientCA != nil && tlsCert == nil { throw ValidationError("--client-ca needs --tls-cert and --tls-key") }

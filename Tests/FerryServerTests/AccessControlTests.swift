@@ -58,7 +58,6 @@ struct AccessControlTests {
             ("DELETE", "/db/seed?rev=\(rev)", nil),
             ("POST", "/db", #"{"v":3}"#),
             ("POST", "/db/_bulk_docs", #"{"docs":[{"_id":"b"}]}"#),
-            ("PUT", "/db/_local/x", "{}"),
             ("DELETE", "/db", nil),
             ("PUT", "/newdb", nil),
         ]
@@ -68,7 +67,6 @@ struct AccessControlTests {
             #expect(r.object["error"]?.stringValue == "forbidden")
         }
         #expect(db.lastSequence == before)
-        #expect(try db.localDocument("x") == nil)
         #expect(f.daemon.registry.names == ["db", "other"])
     }
 

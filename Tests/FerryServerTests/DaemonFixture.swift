@@ -13,7 +13,7 @@ final class DaemonFixture: Sendable {
     let daemon: FerryDaemon
 
     init(users: [UserRecord] = [], allowAnonymous: Bool = false, anonymousRole: Role = .writer,
-         databases: [String] = [], tls: TLSServerConfiguration? = nil,
+         databases: [String] = [], tls: TLSServerConfiguration? = nil, checks: PasswordCheckPool = .shared,
          configure: (inout FerryDaemon.Configuration) -> Void = { _ in }) async throws {
         var policy = AccessControl.Policy()
         policy.allowAnonymous = allowAnonymous
@@ -25,7 +25,7 @@ final class DaemonFixture: Sendable {
         config.port = 0
         config.tls = tls
         configure(&config)
-        daemon = try await FerryDaemon.start(config, access: try AccessControl(store: store, policy: policy))
+        daemon = try await FerryDaemon.start(config, access: try AccessControl(store: store, policy: policy, checks: checks))
         for name in databases { _ = try daemon.registry.create(name) }
     }
 

@@ -241,6 +241,25 @@ struct ReplicatorRoutesTests {
         #expect(try await b.request("GET", "/beta/x").status == 200)
     }
 
+    /// A replication document's `conflicts` decides a pulled conflict (two creations of `doc`,
+    /// one on each side): `local` keeps this database's body, `remote` the peer's; either way
+    /// no conflict is left.
+    @Test(arguments: [("local", "alpha"), ("remote", "beta")])
+    func theConflictsSettingDecidesAPulledConflict(_ policy: String, winner: String) async throws {
+        let a = try await DaemonFixture(users: [Self.admin], databases: ["alpha"])
+        defer { Task { await a.stop() } }
+        let b = try await DaemonFixture(allowAnonymous: true, databases: ["beta"])
+        defer { Task { await b.stop() } }
+        #expect(try await a.request("PUT", "/alpha/doc", json: #"{"who":"alpha"}"#, user: Self.root).status == 201)
+        #expect(try await b.request("PUT", "/beta/doc", json: #"{"who":"beta"}"#).status == 201)
+        let doc = #"{"database":"alpha","peer":"ws://127.0.0.1:\#(b.daemon.port)/beta","direction":"pull","conflicts":"\#(policy)"}"#
+        #expect(try await a.request("PUT", "/_replicator/c", json: doc, user: Self.root).status == 201)
+        #expect(try await Self.eventually { try await Self.job(a, "c")["state"] == "completed" })
+        let db = try #require(a.daemon.registry.database("alpha"))
+        #expect(try await Self.eventually { try db.conflictingRevisions(of: "doc").isEmpty })
+        #expect(try db.document("doc")?["who"] == .string(winner))
+    }
+
     /// A replication document's `download` rules reach the pull: a small text attachment
     /// arrives, one over 1 MiB stays unfetched with its metadata.
     @Test func downloadRulesOfADocumentShapeThePull() async throws {

@@ -32,7 +32,7 @@ import Testing
             (ReplicatedRevision(documentID: "d", history: ["2-bb", "1-aa"], body: json("{\"p\":\"" + String(repeating: "x", count: 2000) + "\"}")),
              .tooLarge(limit: 1024)),
             (ReplicatedRevision(documentID: "", history: ["1-aa"], body: json("{}")), .invalidDocumentID("")),
-            (ReplicatedRevision(documentID: "_design/x", history: ["1-aa"], body: json("{}")), .invalidDocumentID("_design/x")),
+            (ReplicatedRevision(documentID: "_reserved/x", history: ["1-aa"], body: json("{}")), .invalidDocumentID("_reserved/x")),
         ]
         for (r, expected) in cases {
             try expectNothingWritten(db) {

@@ -11,7 +11,7 @@ import Testing
 struct ConflictTests {
     /// Makes the shared document, syncs it, applies the two offline edit scripts, syncs again.
     func scenario(molly mollyEdits: [[String: JSONValue]?], naomi naomiEdits: [[String: JSONValue]?],
-                  resolver: ReplicationConflictResolver? = nil) async throws -> (Peer, Peer, [DocumentEvent]) {
+                  resolver: ConflictResolver? = nil) async throws -> (Peer, Peer, [DocumentEvent]) {
         let molly = try await Peer.make("molly")
         let naomi = try await Peer.make("naomi", serving: true)
         try molly.put("doc", ["title": "shared", "v": 0])
@@ -78,17 +78,17 @@ struct ConflictTests {
     }
 
     @Test func customResolverLocalRemoteMergeAndDelete() async throws {
-        let local = ReplicationConflictResolver.custom { $0.local }
+        let local = ConflictResolver.custom { $0.local }
         var (molly, naomi, _) = try await scenario(molly: [["who": "molly"]], naomi: [["who": "naomi"]], resolver: local)
         #expect(try naomi.body("doc") == ["who": "molly"])
         await molly.stop(); await naomi.stop()
 
-        let remote = ReplicationConflictResolver.custom { $0.remote }
+        let remote = ConflictResolver.custom { $0.remote }
         (molly, naomi, _) = try await scenario(molly: [["who": "molly"]], naomi: [["who": "naomi"]], resolver: remote)
         #expect(try molly.body("doc") == ["who": "naomi"])
         await molly.stop(); await naomi.stop()
 
-        let merge = ReplicationConflictResolver.custom { c in
+        let merge = ConflictResolver.custom { c in
             var d = Document(id: c.documentID)
             let names = [c.local?["who"]?.stringValue, c.remote?["who"]?.stringValue].compactMap { $0 }.sorted()
             d["who"] = .array(names.map { .string($0) })
@@ -98,7 +98,7 @@ struct ConflictTests {
         #expect(try naomi.body("doc") == ["who": ["molly", "naomi"]])
         await molly.stop(); await naomi.stop()
 
-        let delete = ReplicationConflictResolver.custom { _ in nil }
+        let delete = ConflictResolver.custom { _ in nil }
         (molly, naomi, _) = try await scenario(molly: [["who": "molly"]], naomi: [["who": "naomi"]], resolver: delete)
         #expect(try naomi.db.document("doc") == nil)
         #expect(try naomi.db.document("doc", includeDeleted: true)?.isDeleted == true)
@@ -123,8 +123,8 @@ struct ConflictTests {
         let elsewhere = try await Peer.make("elsewhere")
         try elsewhere.put("doc", ["v": "elsewhere"])
         let foreign = try #require(try elsewhere.db.document("doc"))
-        for bad in [ReplicationConflictResolver.custom { _ in throw Nope() },
-                    ReplicationConflictResolver.custom { _ in foreign }] {
+        for bad in [ConflictResolver.custom { _ in throw Nope() },
+                    ConflictResolver.custom { _ in foreign }] {
             var c = ReplicatorConfiguration(database: molly.db, target: naomi.url)
             c.conflictResolver = bad
             let r = Replicator(configuration: c)
@@ -143,7 +143,7 @@ struct ConflictTests {
     }
 
     @Test func aResolvedDocumentWithAnotherIDIsSavedUnderTheConflictingID() async throws {
-        let renaming = ReplicationConflictResolver.custom { c in Document(id: "renamed", properties: ["who": "resolver"]) }
+        let renaming = ConflictResolver.custom { c in Document(id: "renamed", properties: ["who": "resolver"]) }
         let (molly, naomi, events) = try await scenario(molly: [["who": "molly"]], naomi: [["who": "naomi"]], resolver: renaming)
         #expect(events.contains { $0.kind == .conflictResolved && $0.documentID == "doc" })
         #expect(try molly.body("doc") == ["who": "resolver"])

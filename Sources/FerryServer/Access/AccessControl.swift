@@ -7,10 +7,11 @@ import Synchronization
 /// (HTTP Basic against the users file, or a TLS client certificate mapped to a user) and
 /// gives the identity's role on a database. The same decision serves REST and BLIP.
 ///
-/// Password checks cost a full PBKDF2 run (about 0.2 s at 600,000 iterations), so a
-/// successful check is remembered — keyed by the user and a SHA-256 of the password, and only
-/// while the user's stored hash is unchanged — and a keep-alive client or a replicator's
-/// reconnects pay it once. The users file is re-read when it changes on disk (checked at most
+/// Password checks cost a full PBKDF2 run (about 0.2 s at 600,000 iterations): they run on a
+/// small bounded pool of their own (`PasswordCheckPool`), and a successful check is
+/// remembered — keyed by a SHA-256 of user and password, and only while the user's stored hash
+/// is unchanged — so a keep-alive client or a replicator's reconnects pay it once. CouchDB's
+/// `AuthSession` cookies (`SessionCookie`) cost one HMAC. The users file is re-read when it changes on disk (checked at most
 /// once a second), so `ferry user add` takes effect on a running daemon.
 public final class AccessControl: Sendable {
     /// Who a request comes from.
@@ -38,6 +39,9 @@ public final class AccessControl: Sendable {
         public var allowAnonymous = false
         /// Their role on every database when they are.
         public var anonymousRole = Role.writer
+        /// Seconds an `AuthSession` cookie stays valid after it is issued or renewed
+        /// (CouchDB's `[chttpd_auth] timeout`, default 600).
+        public var sessionTimeout = 600
         /// The defaults: no anonymous access.
         public init() {}
     }
@@ -46,7 +50,7 @@ public final class AccessControl: Sendable {
         var users: [String: UserRecord]
         var modified: Date?
         var lastCheck = ContinuousClock.now
-        /// sha256(Authorization value) → the user and the hash the password was verified
+        /// sha256(name:password) → the user and the hash the password was verified
         /// against (the entry holds only while the user's stored hash is that one).
         var verified: [String: (user: String, hash: PasswordHash)] = [:]
     }
@@ -55,62 +59,135 @@ public final class AccessControl: Sendable {
     private let state: Mutex<State>
     /// The policy for anonymous requests.
     public let policy: Policy
+    /// Signs `AuthSession` cookies (`SessionSecret`).
+    private let sessionSecret: [UInt8]
+    /// Where password checks run.
+    private let checks: PasswordCheckPool
+    private var sessionTimeout: Int64 { Int64(max(1, policy.sessionTimeout)) }
 
-    /// Access from the users file at `store` (re-read when it changes).
-    public init(store: UserStore, policy: Policy) throws(UserStore.Failure) {
+    /// Access from the users file at `store` (re-read when it changes); session cookies are
+    /// signed with the secret kept beside it (`_session_secret`, made on first start).
+    public init(store: UserStore, policy: Policy, checks: PasswordCheckPool = .shared) throws(UserStore.Failure) {
         self.store = store
         self.policy = policy
+        self.checks = checks
+        sessionSecret = try SessionSecret.loadOrCreate(at: SessionSecret.path(besideUsersFile: store.path))
         state = Mutex(State(users: try store.load(), modified: Self.modified(store.path)))
     }
 
-    /// Access for a fixed set of users (the `--user`/`--password` flags of a one-file peer).
-    public init(users: [UserRecord], policy: Policy) {
+    /// Access for a fixed set of users (the `--user`/`--password` flags of a one-file peer);
+    /// its session cookies end with the process (a random secret of its own).
+    public init(users: [UserRecord], policy: Policy, checks: PasswordCheckPool = .shared) {
         store = nil
         self.policy = policy
+        self.checks = checks
+        // RAND_bytes fails only without an entropy source; then a UUID's randomness is the
+        // best left, and the cookies it signs still need the password hash too.
+        sessionSecret = (try? SessionSecret.random()) ?? Array((UUID().uuidString + UUID().uuidString).utf8)
         state = Mutex(State(users: Dictionary(users.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })))
     }
 
     /// Whether any user exists (else only anonymous access, if allowed, gets in).
     public var hasUsers: Bool { currentUsers().isEmpty == false }
 
-    /// Authenticates a request from its `Authorization` field and TLS client certificate.
-    /// Wrong credentials are refused even when anonymous access is on.
-    public func authenticate(authorization: String?, certificate: TLSCertificate?) -> Result<Identity, RESTError> {
-        let users = currentUsers()
+    /// How a request proved who it is.
+    public struct Authentication: Sendable, Equatable {
+        /// Who it is.
+        public var identity: Identity
+        /// `cookie` (an `AuthSession` cookie), `default` (HTTP Basic or the local token, as
+        /// CouchDB names its Basic handler), `certificate` (a TLS client certificate), or nil
+        /// (anonymous) — `GET /_session`'s `info.authenticated`.
+        public var method: String?
+    }
+
+    /// Authenticates a request from its `AuthSession` cookie, `Authorization` field and TLS
+    /// client certificate, in CouchDB's order: a valid cookie wins; one that fails to verify
+    /// (expired, forged, its user gone or their password changed) is ignored, as CouchDB does;
+    /// a malformed one is 400. Wrong Basic credentials are refused even when anonymous access
+    /// is on. A password check runs on `checks` (503 when its queue is full), never on the
+    /// caller's thread.
+    public func authenticate(authorization: String?, cookie: String?, certificate: TLSCertificate?) async -> Result<Authentication, RESTError> {
+        switch SessionCookie.parse(cookieHeader: cookie) {
+        case .absent: break
+        case .malformed: return .failure(.badRequest("Malformed AuthSession cookie. Please clear your cookies."))
+        case .cookie(let c):
+            if verify(c, now: Self.now()) { return .success(Authentication(identity: .user(c.user), method: "cookie")) }
+        }
         if let authorization, authorization.hasPrefix("Bearer ") {
             guard let token = localToken.withLock({ $0 }), Self.constantTimeEqual(Array(authorization.utf8.dropFirst(7)), Array(token.utf8)) else {
                 return .failure(.unauthorized("the bearer token is not this daemon's"))
             }
-            return .success(.localAdmin)
+            return .success(Authentication(identity: .localAdmin, method: "default"))
         }
         if let authorization {
-            // The cache is keyed by a digest of the whole field, so a repeated request costs
-            // one SHA-256 and no decoding; the password itself is never kept.
-            let key = Self.sha256Hex(Array(authorization.utf8))
-            if let hit = state.withLock({ $0.verified[key] }), users[hit.user]?.password == hit.hash {
-                return .success(.user(hit.user))
-            }
             guard let (name, password) = Self.basicCredentials(authorization) else {
                 return .failure(.unauthorized("only HTTP Basic authentication is supported"))
             }
-            guard let user = users[name], let hash = user.password else { return .failure(.unauthorized()) }
-            guard hash.matches(password) else { return .failure(.unauthorized()) }
-            state.withLock { s in
-                if s.verified.count > 10_000 { s.verified.removeAll() }
-                s.verified[key] = (name, hash)
-            }
-            return .success(.user(name))
+            return await checkPassword(name: name, password: password).map { Authentication(identity: .user($0), method: "default") }
         }
         if let certificate {
             let digest = "sha256:" + Self.hex(certificate.sha256)
             let cn = certificate.commonName.map { "cn:" + $0 }
-            if let user = users.values.first(where: { $0.certificates.contains(digest) || (cn != nil && $0.certificates.contains(cn!)) }) {
-                return .success(.user(user.name))
+            if let user = currentUsers().values.first(where: { $0.certificates.contains(digest) || (cn != nil && $0.certificates.contains(cn!)) }) {
+                return .success(Authentication(identity: .user(user.name), method: "certificate"))
             }
         }
         guard policy.allowAnonymous else { return .failure(.unauthorized("Authentication required.")) }
-        return .success(.anonymous)
+        return .success(Authentication(identity: .anonymous, method: nil))
     }
+
+    /// Checks a user's password (HTTP Basic, `POST /_session`) and gives the user's name.
+    /// A successful check is remembered (keyed by a SHA-256 of name and password, valid while
+    /// the user's stored hash is unchanged), so a client that sends Basic on every request pays
+    /// PBKDF2 once; a check that is due runs on the pool. 401 for a wrong name or password,
+    /// 503 when the pool's queue is full.
+    public func checkPassword(name: String, password: String) async -> Result<String, RESTError> {
+        let users = currentUsers()
+        // The password itself is never kept, only this digest of it.
+        let key = Self.sha256Hex(Array("\(name):\(password)".utf8))
+        if let hit = state.withLock({ $0.verified[key] }), users[hit.user]?.password == hit.hash {
+            return .success(hit.user)
+        }
+        guard let user = users[name], let hash = user.password else { return .failure(.unauthorized()) }
+        let ok: Bool
+        do { ok = try await checks.run { hash.matches(password) } } catch {
+            return .failure(RESTError(503, "service_unavailable", "too many password checks are waiting; retry in a moment"))
+        }
+        guard ok else { return .failure(.unauthorized()) }
+        state.withLock { s in
+            if s.verified.count > 10_000 { s.verified.removeAll() }
+            s.verified[key] = (name, hash)
+        }
+        return .success(name)
+    }
+
+    /// A fresh `AuthSession` cookie value for `user` (who just proved their password); nil
+    /// when the user has no password (certificate-only users cannot hold a session).
+    public func issueCookie(for user: String, now: Int64 = AccessControl.now()) -> String? {
+        guard let hash = currentUsers()[user]?.password else { return nil }
+        return SessionCookie(user: user, timestamp: now, key: SessionCookie.key(secret: sessionSecret, passwordHash: hash)).value
+    }
+
+    /// Whether a cookie is one this server issued to the user as they are now (same password
+    /// hash) and has not expired.
+    func verify(_ cookie: SessionCookie, now: Int64) -> Bool {
+        guard cookie.secondsLeft(now: now, timeout: sessionTimeout) > 0,
+              let hash = currentUsers()[cookie.user]?.password else { return false }
+        return cookie.isSigned(with: SessionCookie.key(secret: sessionSecret, passwordHash: hash))
+    }
+
+    /// The `Set-Cookie` value that renews the request's `AuthSession` cookie, when it is valid
+    /// and more than a tenth of its timeout has passed (CouchDB sends it on any answer).
+    public func renewal(cookie: String?, secure: Bool = false) -> String? {
+        guard case .cookie(let c) = SessionCookie.parse(cookieHeader: cookie) else { return nil }
+        let now = Self.now()
+        guard verify(c, now: now), c.needsRenewal(now: now, timeout: sessionTimeout),
+              let fresh = issueCookie(for: c.user, now: now) else { return nil }
+        return SessionCookie.setCookie(fresh, now: now, timeout: sessionTimeout, secure: secure)
+    }
+
+    /// Seconds since 1970, as cookie timestamps count.
+    public static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
 
     /// The identity's role on database `db`; nil = no access.
     public func role(of identity: Identity, on db: String) -> Role? {

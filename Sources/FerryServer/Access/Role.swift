@@ -2,9 +2,10 @@
 /// including the ones below it — CouchDB's `_security` members and admins, with Couchbase
 /// Lite's read-only listener as `reader`.
 public enum Role: Int, Sendable, Comparable, CaseIterable, CustomStringConvertible {
-    /// Pull over BLIP; `GET` and `HEAD` over REST (documents, `_changes`, `_all_docs`, ...).
+    /// Pull over BLIP; `GET` and `HEAD` over REST (documents, `_changes`, `_all_docs`, ...),
+    /// and keep its own checkpoints: `_local` documents (BLIP's `setCheckpoint`, REST's `PUT`).
     case reader = 1
-    /// And push, write documents, attachments and `_local` documents, purge.
+    /// And push, write documents and attachments, purge.
     case writer = 2
     /// And compact, delete the database. An admin of `*` also creates and deletes databases
     /// and reads the server's metrics.

@@ -29,16 +29,29 @@ public final class DatabaseRegistry: Sendable {
             let db = try Self.openDatabase(path, options)
             open.withLock { $0[name] = db }
         case .directory(let dir):
-            do {
-                try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-            } catch {
-                throw RESTError(500, "internal_server_error", "cannot create \(dir): \(error)")
-            }
+            try Self.createDataDirectory(dir)
             var found: [String: Database] = [:]
             for name in Self.scan(dir) {
                 found[name] = try Self.openDatabase(dir + "/" + name + ".ferry", options)
             }
             open.withLock { $0 = found }
+        }
+    }
+
+    /// Creates data directory `dir` (and its missing parents) if it does not exist, readable by
+    /// its owner only (0700): it holds the users file's password hashes, the daemon's bearer
+    /// token and every database. An existing directory is left as it is.
+    public static func createDataDirectory(_ dir: String) throws(RESTError) {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory) {
+            guard isDirectory.boolValue else { throw RESTError(500, "internal_server_error", "\(dir) is not a directory") }
+            return
+        }
+        do {
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw RESTError(500, "internal_server_error", "cannot create \(dir): \(error)")
         }
     }
 

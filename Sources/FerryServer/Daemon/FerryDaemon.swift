@@ -116,6 +116,8 @@ public final class FerryDaemon: Sendable {
                              hooks: [@Sendable (RESTRequest, RESTRouter) async -> RESTResponse?] = [],
                              group: EventLoopGroup = .shared,
                              logger: Logger = Logger(label: "ferry.daemon")) async throws -> FerryDaemon {
+        // The data directory first: its lock file lives in it (docs/daemon.md: created if missing).
+        if case .directory(let dir) = configuration.location { try DatabaseRegistry.createDataDirectory(dir) }
         let lock = configuration.publishEndpoint ? try DaemonEndpoint.lock(DaemonEndpoint.prefix(for: configuration.location)) : nil
         let registry: DatabaseRegistry
         do { registry = try DatabaseRegistry(location: configuration.location, options: configuration.databaseOptions) } catch {
@@ -147,14 +149,20 @@ public final class FerryDaemon: Sendable {
         sync.tls = configuration.tls
         sync.heartbeat = configuration.heartbeat
         sync.authorize = { request, name in
-            switch access.authenticate(authorization: request.headers["Authorization"], certificate: request.peerCertificate) {
+            // The same decision as REST's: a session cookie, Basic (checked on the password
+            // pool, off the loop), a client certificate, or anonymous.
+            switch await access.authenticate(authorization: request.headers["Authorization"], cookie: request.headers["Cookie"],
+                                             certificate: request.peerCertificate) {
             case .failure(let e):
-                return .refuse(status: e.status, message: e.reason, headers: HTTPHeaders([("WWW-Authenticate", #"Basic realm="Ferry""#)]))
-            case .success(let identity):
+                return .refuse(status: e.status, message: e.reason,
+                               headers: e.status == 401 ? HTTPHeaders([("WWW-Authenticate", #"Basic realm="Ferry""#)]) : HTTPHeaders())
+            case .success(let authentication):
+                let identity = authentication.identity
                 switch access.role(of: identity, on: name) {
                 case nil: return .refuse(status: 403, message: "\(identity) may not use database \(name)", headers: HTTPHeaders())
                 case .reader?: return .readOnly
-                case .writer?, .admin?: return .readWrite
+                case .writer?: return .readWrite
+                case .admin?: return .admin
                 }
             }
         }

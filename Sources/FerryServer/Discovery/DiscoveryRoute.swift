@@ -18,7 +18,7 @@ enum DiscoveryRoute {
 
     @inline(never)
     private static func route(_ request: RESTRequest, _ router: RESTRouter, _ coordinator: PeerCoordinator?) async throws(RESTError) -> RESTResponse {
-        let identity = try router.identify(request)
+        let identity = try await router.identify(request)
         guard router.access.isServerAdmin(identity) else { throw RESTError.forbidden("You are not a server admin.") }
         try RESTRouter.allow(request, ["GET", "HEAD"])
         guard request.segments.count == 1 else { throw RESTError.notFound("missing") }

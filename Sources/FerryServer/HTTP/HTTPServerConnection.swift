@@ -40,6 +40,8 @@ final class HTTPServerConnection: ConnectionHandler {
     private var finished: [Int: (method: String, keepAlive: Bool, response: RESTResponse)] = [:]
     /// A streamed answer is being written: later answers wait for its end.
     private var streaming: Task<Void, Never>?
+    /// The streamed answer is a feed (`RESTResponse.isFeed`): it ends when the client's input does.
+    private var streamingFeed = false
     /// No more requests are read (an error, `Connection: close` or an upgrade is pending).
     private var stopReading = false
     /// Bytes of an upgrade request waiting for earlier answers to be written.
@@ -137,7 +139,8 @@ final class HTTPServerConnection: ConnectionHandler {
         let n = nextRequest
         nextRequest += 1
         if !h.keepAlive { stopReading = true }
-        guard let request = RESTRequest(head: h, body: body, remoteAddress: tcp.remoteAddress, peerCertificate: peerCertificate) else {
+        guard let request = RESTRequest(head: h, body: body, remoteAddress: tcp.remoteAddress, peerCertificate: peerCertificate,
+                                        isSecure: tcp.tlsSession != nil) else {
             queued.append((n, h, nil))
             runNext()
             return
@@ -150,6 +153,9 @@ final class HTTPServerConnection: ConnectionHandler {
     /// must see that write (RFC 9112 §9.3.2: a server processes pipelined requests in order).
     private var queued: [(n: Int, head: FerryHTTP.HTTPRequestHead, request: RESTRequest?)] = []
     private var running = false
+    /// The task answering the running request: cancelled when the client goes away, which
+    /// ends a longpoll's wait (routes that do not wait ignore it).
+    private var runningTask: Task<Void, Never>?
 
     private func runNext() {
         guard !running, !closed, !queued.isEmpty else { return }
@@ -165,14 +171,16 @@ final class HTTPServerConnection: ConnectionHandler {
         // that `loop.execute` runs on its own loop.
         let me = UncheckedTransfer(self)
         let loop = tcp.loop
-        Task {
+        runningTask = Task {
             let response = await respond(request)
             loop.execute {
                 me.value.running = false
+                me.value.runningTask = nil
                 me.value.finish(n, h, response)
                 me.value.runNext()
             }
         }
+        if inputClosed { runningTask?.cancel() }
     }
 
     private func finish(_ n: Int, _ h: FerryHTTP.HTTPRequestHead, _ response: RESTResponse) {
@@ -206,6 +214,7 @@ final class HTTPServerConnection: ConnectionHandler {
                 }
                 let me = UncheckedTransfer(self)  // Confinement: unboxed only on the loop.
                 let loop = tcp.loop
+                streamingFeed = response.isFeed
                 streaming = Task {
                     for await piece in pieces {
                         if Task.isCancelled { break }
@@ -213,6 +222,8 @@ final class HTTPServerConnection: ConnectionHandler {
                     }
                     loop.execute { me.value.endStream(keepAlive: keepAlive) }
                 }
+                // A feed asked for before the client closed its side, answered after: it is gone.
+                if inputClosed && response.isFeed { streaming?.cancel() }
             }
         }
         guard streaming == nil, nextToWrite == nextRequest, !closed else { return }
@@ -280,12 +291,20 @@ final class HTTPServerConnection: ConnectionHandler {
         // The client sent everything; answers still owed are written, then the connection closes.
         stopReading = true
         inputClosed = true
+        // A feed waits for changes nobody will read: a client that closed its side is gone
+        // in practice (an HTTP client half-closing and still reading a feed is not one we
+        // know), and it would otherwise hold the connection until the next commit or the
+        // timeout. The wait ends now; its answer (a longpoll's page, a feed's last line) is
+        // written and the connection closes. Other requests ignore the cancellation.
+        runningTask?.cancel()
+        if streamingFeed { streaming?.cancel() }
         writeReady()
     }
 
     func connectionClosed(_ connection: TCPConnection, error: NetError?) {
         closed = true
         tracker?.left(ObjectIdentifier(self))
+        runningTask?.cancel()
         streaming?.cancel()
         streaming = nil
         finished = [:]

@@ -17,14 +17,18 @@ public struct RESTRequest: Sendable {
     public let remoteAddress: SocketAddress?
     /// The client certificate, when the connection runs mutual TLS.
     public let peerCertificate: TLSCertificate?
+    /// Whether the request came over TLS (a session cookie is then marked `Secure`, and a
+    /// redirect names `https`).
+    public let isSecure: Bool
 
     /// The method (`GET`, `PUT`, ...).
     public var method: String { head.method }
 
     /// Parses the target of `head`; nil when it is not origin-form or its escapes are broken.
     public init?(head: FerryHTTP.HTTPRequestHead, body: [UInt8], remoteAddress: SocketAddress? = nil,
-                 peerCertificate: TLSCertificate? = nil) {
+                 peerCertificate: TLSCertificate? = nil, isSecure: Bool = false) {
         self.head = head
+        self.isSecure = isSecure
         self.body = body
         self.remoteAddress = remoteAddress
         self.peerCertificate = peerCertificate

@@ -10,6 +10,10 @@ public struct RESTResponse: Sendable {
     public var headers: [(name: String, value: String)]
     /// The body.
     public var body: Body
+    /// A feed (`_changes` longpoll with heartbeats, continuous, eventsource): its stream is
+    /// ended as soon as the client closes its sending side, where any other answer is still
+    /// written to a client that half-closed.
+    public var isFeed = false
 
     /// A response body.
     public enum Body: Sendable {

@@ -13,12 +13,10 @@ enum OperationsRoutes {
             switch request.segments[0] {
             case "_up": return answer(request) { up(sources) }
             case "_metrics":
+                guard request.method == "GET" || request.method == "HEAD" else { return RESTError.methodNotAllowed("GET,HEAD").response }
+                let identity: AccessControl.Identity
+                do throws(RESTError) { identity = try await router.identify(request) } catch { return error.response }
                 return answer(request) {
-                    let identity: AccessControl.Identity
-                    switch router.access.authenticate(authorization: request.header("Authorization"), certificate: request.peerCertificate) {
-                    case .success(let i): identity = i
-                    case .failure(let e): return e.response
-                    }
                     guard router.access.isServerAdmin(identity) else { return RESTError.forbidden("You are not a server admin.").response }
                     return RESTResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
                                         body: .bytes(metrics.render(sources)))

@@ -2,9 +2,15 @@ import FerryStore
 
 /// `GET|POST /{db}/_all_docs` (Protocol/rest.md, "All documents"): documents by ID with
 /// `keys`, `key`, `startkey`/`endkey` (and CouchDB's `start_key`/`end_key`), `inclusive_end`,
-/// `limit`, `skip`, `descending` and `include_docs`.
+/// `limit`, `skip`, `descending` and `include_docs`. `GET|POST /{db}/_design_docs` is the same
+/// over design documents only (CouchDB's: other keys are dropped, the range is clamped to
+/// `_design/`…, `total_rows` counts design documents).
 extension RESTRouter {
-    func allDocs(_ c: Context) throws(RESTError) -> RESTResponse {
+    /// The range of IDs design documents take: `_design/` and a name. No document can be
+    /// `_design0` (a reserved ID), so an inclusive upper bound there is exact.
+    static let designRange = (low: Document.designPrefix, high: "_design0")
+
+    func allDocs(_ c: Context, designOnly: Bool = false) throws(RESTError) -> RESTResponse {
         try Self.allow(c.request, ["GET", "HEAD", "POST"])
         let r = c.request
         var params: [String: JSONValue] = [:]
@@ -25,10 +31,13 @@ extension RESTRouter {
         let skip = try int("skip") ?? 0
         let descending = flag("descending")
         do {
-            let total = try c.db.documentCount()
+            let total = designOnly ? try designDocumentCount(c.db) : try c.db.documentCount()
             var rows: [JSONValue] = []
+            // CouchDB's offset is a position in the ID order, which rows chosen by `keys` have not.
+            let offset: JSONValue = params["keys"] == nil ? .int(Int64(skip)) : .null
             if let keys = params["keys"] ?? params["key"].map({ .array([$0]) }) {
-                guard let list = keys.arrayValue else { throw RESTError.badRequest("`keys` must be an array of strings") }
+                guard var list = keys.arrayValue else { throw RESTError.badRequest("`keys` must be an array of strings") }
+                if designOnly { list.removeAll { $0.stringValue.map { !$0.hasPrefix(Document.designPrefix) } ?? false } }
                 for key in list.dropFirst(skip).prefix(limit) {
                     guard let id = key.stringValue else { rows.append(.object(["key": key, "error": "not_found"])); continue }
                     rows.append(try row(c.db, id: id, includeDocs: includeDocs, fromKeys: true))
@@ -37,7 +46,11 @@ extension RESTRouter {
                 let start = (params["startkey"] ?? params["start_key"])?.stringValue
                 let end = (params["endkey"] ?? params["end_key"])?.stringValue
                 let inclusiveEnd = params["inclusive_end"].map { $0.boolValue ?? ($0.stringValue != "false") } ?? true
-                let (low, high) = descending ? (end, start) : (start, end)
+                var (low, high) = descending ? (end, start) : (start, end)
+                if designOnly {
+                    low = max(low ?? Self.designRange.low, Self.designRange.low)
+                    high = min(high ?? Self.designRange.high, Self.designRange.high)
+                }
                 var docs: [Document] = []
                 var after: String?
                 let wanted = descending ? Int.max : skip &+ limit
@@ -56,9 +69,21 @@ extension RESTRouter {
                     rows.append(.object(o))
                 }
             }
-            return .json(200, .object(["total_rows": .int(Int64(total)), "offset": .int(Int64(skip)), "rows": .array(rows)]))
+            return .json(200, .object(["total_rows": .int(Int64(total)), "offset": offset, "rows": .array(rows)]))
         } catch {
             throw RESTError.from(error)
+        }
+    }
+
+    /// How many live design documents the database holds (few: they are read page by page).
+    private func designDocumentCount(_ db: Database) throws(StoreError) -> Int {
+        var count = 0
+        var after: String?
+        while true {
+            let page = try db.allDocuments(from: Self.designRange.low, to: Self.designRange.high, after: after, limit: 1000)
+            count += page.count
+            guard page.count == 1000, let last = page.last else { return count }
+            after = last.id
         }
     }
 

@@ -1,10 +1,10 @@
 import FerryStore
 import Foundation
 
-/// Attachments carried inside document bodies (Protocol/rest.md, "Attachments"): inline base64
-/// `data` and `multipart/related` parts (`"follows": true`) are written as blobs before the
-/// save, so the store only ever sees metadata; `"stub": true` entries keep the attachment the
-/// parent revision has; `?attachments=true` reads put the bytes back as base64 `data`.
+/// Attachments carried inside document bodies on the way in (Protocol/rest.md, "Attachments"):
+/// inline base64 `data` and `multipart/related` parts (`"follows": true`) are written as blobs
+/// before the save, so the store only ever sees metadata; `"stub": true` entries keep the
+/// attachment the parent revision has. The way out is `AttachmentRendering`.
 extension RESTRouter {
     /// The body of a document `PUT`: a JSON object, or the first part of a `multipart/related`
     /// upload with the following parts stored as the blobs of its `"follows": true` entries.
@@ -22,7 +22,7 @@ extension RESTRouter {
             throw .badRequest("the first multipart part must be a JSON object: \(error)")
         }
         let following = try Self.bindFollowingParts(Array(multipart.parts.dropFirst()), body: body, json: json)
-        return try Self.storingAttachmentData(c.db, id: id, body: body, parentRev: Self.parentRevision(c, body),
+        return try Self.storingAttachmentData(c.db, id: id, body: body, parentRevs: Self.parentRevisions(c, body),
                                               following: following)
     }
 
@@ -30,22 +30,34 @@ extension RESTRouter {
     /// filled from the parent revision (what a document `PUT`/`POST` calls before saving).
     func storingAttachmentData(_ c: Context, id: String, body: [String: JSONValue]) throws(RESTError) -> [String: JSONValue] {
         guard body["_attachments"] != nil else { return body }
-        return try Self.storingAttachmentData(c.db, id: id, body: body, parentRev: Self.parentRevision(c, body), following: [:])
+        return try Self.storingAttachmentData(c.db, id: id, body: body, parentRevs: Self.parentRevisions(c, body), following: [:])
     }
 
-    /// The revision a write builds on, for filling stubs: the one named by `?rev=`, `If-Match`
-    /// or `_rev` (a replicated write's `_rev` is the new revision: then the current one is used).
-    private static func parentRevision(_ c: Context, _ body: [String: JSONValue]) -> String? {
-        try? namedRevision(c.request, body: body["_rev"]?.stringValue)
+    /// The revisions a write's stubs may refer to, nearest first: the one named by `?rev=`,
+    /// `If-Match` or `_rev`, then the rest of its `_revisions` history (a replicated write's
+    /// `_rev` is the new revision: its stubs name attachments of its nearest stored ancestor,
+    /// which is how CouchDB's replicator pushes a document whose body alone changed).
+    static func parentRevisions(_ c: Context?, _ body: [String: JSONValue]) -> [String] {
+        var out: [String] = []
+        if let c, let named = try? namedRevision(c.request, body: body["_rev"]?.stringValue) {
+            out.append(named)
+        } else if let rev = body["_rev"]?.stringValue {
+            out.append(rev)
+        }
+        for rev in DocumentJSON.history(from: body["_revisions"]) ?? [] where !out.contains(rev) { out.append(rev) }
+        return out
     }
 
     /// Writes every `data` and `follows` attachment of `body` as a blob and replaces the entry
-    /// by metadata (`digest`, `length`, `content_type`, and `revpos` if the client gave one);
-    /// a `stub` entry without a digest takes the entry of the same name from `parentRev` (or
-    /// the current revision), else 412 `missing_stub`. Entries the store would refuse are left
+    /// by metadata (`digest`, `length`, `content_type`, the MD5 CouchDB clients compare, and
+    /// `revpos` if the client gave one); gzip-encoded ones (`"encoding":"gzip"` or a part with
+    /// `Content-Encoding: gzip`, as CouchDB sends its compressible types) are decoded first. A
+    /// `stub` entry keeps a `sha1-` digest it names; otherwise (no digest, or CouchDB's `md5-`)
+    /// it takes the entry of the same name from the nearest stored revision of `parentRevs`
+    /// (or the current one), else 412 `missing_stub`. Entries the store would refuse are left
     /// for it to refuse with its own reason.
-    static func storingAttachmentData(_ db: Database, id: String?, body: [String: JSONValue], parentRev: String?,
-                                      following: [String: ArraySlice<UInt8>]) throws(RESTError) -> [String: JSONValue] {
+    static func storingAttachmentData(_ db: Database, id: String?, body: [String: JSONValue], parentRevs: [String],
+                                      following: [String: MultipartRelated.Part]) throws(RESTError) -> [String: JSONValue] {
         guard case .object(var members)? = body["_attachments"] else { return body }
         var parentEntries: [String: JSONValue]?
         var changed = false
@@ -55,21 +67,22 @@ extension RESTRouter {
                 guard case .string(let text) = data, let bytes = Data(base64Encoded: text) else {
                     throw .badRequest("attachment \(name.debugDescription): data must be base64")
                 }
-                meta = try storeBlob(db, Array(bytes), meta: meta, name: name)
+                meta = try storeBlob(db, Array(bytes)[...], meta: meta, name: name, partEncoding: nil)
             } else if meta["follows"]?.boolValue == true {
-                guard let bytes = following[name] else {
+                guard let part = following[name] else {
                     throw .badRequest("attachment \(name.debugDescription) follows, but no multipart part carries it")
                 }
-                meta = try storeBlob(db, Array(bytes), meta: meta, name: name)
+                meta = try storeBlob(db, part.body, meta: meta, name: name, partEncoding: part.header("content-encoding"))
             } else if meta["stub"]?.boolValue == true {
-                if meta["digest"] == nil {
-                    if parentEntries == nil { parentEntries = try storedAttachments(db, id: id, rev: parentRev) }
-                    guard let old = parentEntries?[name]?.objectValue else {
+                let digest = meta["digest"]?.stringValue
+                if digest.flatMap({ try? BlobDigest($0) }) == nil {
+                    if parentEntries == nil { parentEntries = try storedAttachments(db, id: id, revs: parentRevs) }
+                    guard let old = parentEntries?[name]?.objectValue, Self.stub(meta, matches: old) else {
                         throw RESTError(412, "missing_stub", "Invalid attachment stub in \(id ?? "the document") for \(name)")
                     }
                     meta = old
                 }
-                meta["stub"] = nil
+                for key in ["stub", "encoding", "encoded_length"] { meta[key] = nil }
             } else {
                 continue
             }
@@ -82,10 +95,37 @@ extension RESTRouter {
         return out
     }
 
-    /// Stores `bytes` and returns the entry's metadata pointing at the blob.
-    private static func storeBlob(_ db: Database, _ bytes: [UInt8], meta: [String: JSONValue], name: String) throws(RESTError) -> [String: JSONValue] {
-        if let stated = meta["length"]?.intValue, stated != Int64(bytes.count) {
-            throw .badRequest("attachment \(name.debugDescription) states length \(stated) but carries \(bytes.count) bytes")
+    /// Whether a stub can stand for the stored entry `old` of its name: an `md5-` digest it
+    /// states must be the entry's, and a `revpos` it states must be the entry's unless the
+    /// digests agree (CouchDB's `missing_stub` rule, couch_att:merge_stubs).
+    private static func stub(_ stub: [String: JSONValue], matches old: [String: JSONValue]) -> Bool {
+        let md5 = stub["digest"]?.stringValue
+        if let md5, md5.hasPrefix("md5-"), let known = old[AttachmentMD5.member]?.stringValue {
+            return md5 == known
+        }
+        if let revpos = stub["revpos"]?.intValue, let stored = old["revpos"]?.intValue { return revpos == stored }
+        return true
+    }
+
+    /// Stores an attachment's bytes (decoded if they come gzip-encoded) and returns the
+    /// entry's metadata pointing at the blob.
+    private static func storeBlob(_ db: Database, _ raw: ArraySlice<UInt8>, meta: [String: JSONValue], name: String,
+                                  partEncoding: String?) throws(RESTError) -> [String: JSONValue] {
+        let encoding = (meta["encoding"]?.stringValue ?? partEncoding)?.lowercased()
+        let bytes: [UInt8]
+        switch encoding {
+        case nil, "identity":
+            bytes = Array(raw)
+            if let stated = meta["length"]?.intValue, stated != Int64(bytes.count) {
+                throw .badRequest("attachment \(name.debugDescription) states length \(stated) but carries \(bytes.count) bytes")
+            }
+        case "gzip":
+            if let stated = meta["encoded_length"]?.intValue, stated != Int64(raw.count) {
+                throw .badRequest("attachment \(name.debugDescription) states encoded_length \(stated) but carries \(raw.count) bytes")
+            }
+            bytes = try GzipAttachment.decode(raw, expectedLength: meta["length"]?.intValue, name: name)
+        case let other?:
+            throw RESTError(415, "bad_content_type", "attachment \(name.debugDescription): encoding \(other.debugDescription) is not supported (only gzip)")
         }
         let blob: BlobMetadata
         do { blob = try db.writeBlob(bytes) } catch { throw RESTError(error) }
@@ -93,16 +133,19 @@ extension RESTRouter {
         for key in ["data", "follows", "stub", "encoding", "encoded_length"] { out[key] = nil }
         out["digest"] = .string(blob.digest.description)
         out["length"] = .int(blob.length)
+        out[AttachmentMD5.member] = .string(AttachmentMD5.digest(bytes))
         return out
     }
 
-    /// The `_attachments` members of revision `rev` of `id` if it is kept, else of the current
+    /// The `_attachments` members of the first of `revs` that is kept, else of the current
     /// revision; empty when there is none.
-    private static func storedAttachments(_ db: Database, id: String?, rev: String?) throws(RESTError) -> [String: JSONValue] {
+    private static func storedAttachments(_ db: Database, id: String?, revs: [String]) throws(RESTError) -> [String: JSONValue] {
         guard let id else { return [:] }
         do {
             var doc: Document?
-            if let rev, let r = try? RevisionID(rev) { doc = try db.revision(r, of: id) }
+            for text in revs {
+                if let r = try? RevisionID(text), let d = try db.revision(r, of: id) { doc = d; break }
+            }
             if doc == nil { doc = try db.document(id, includeDeleted: true) }
             return doc?.properties["_attachments"]?.objectValue ?? [:]
         } catch { throw RESTError(error) }
@@ -113,7 +156,7 @@ extension RESTRouter {
     /// any other to the next unpaired entry in the order the JSON text lists them (RFC 2387
     /// has no names; CouchDB pairs by order). Every entry needs exactly one part.
     static func bindFollowingParts(_ parts: [MultipartRelated.Part], body: [String: JSONValue],
-                                   json: [UInt8]) throws(RESTError) -> [String: ArraySlice<UInt8>] {
+                                   json: [UInt8]) throws(RESTError) -> [String: MultipartRelated.Part] {
         let members = body["_attachments"]?.objectValue ?? [:]
         let follows = Set(members.filter { $0.value.objectValue?["follows"]?.boolValue == true }.keys)
         // Names in text order; any the walk missed (it cannot, for a parsed body) go last, sorted.
@@ -121,12 +164,12 @@ extension RESTRouter {
         var seen = Set<String>()
         order = order.filter { seen.insert($0).inserted }
         order += follows.subtracting(seen).sorted()
-        var bound: [String: ArraySlice<UInt8>] = [:]
+        var bound: [String: MultipartRelated.Part] = [:]
         for part in parts {
             if let name = part.filename, follows.contains(name), bound[name] == nil {
-                bound[name] = part.body
+                bound[name] = part
             } else if let next = order.first(where: { bound[$0] == nil }) {
-                bound[next] = part.body
+                bound[next] = part
             } else {
                 throw .badRequest("more multipart parts than attachments marked follows")
             }
@@ -135,47 +178,6 @@ extension RESTRouter {
             throw .badRequest("\(follows.count - bound.count) attachment(s) marked follows have no multipart part")
         }
         return bound
-    }
-
-    /// `response` (a document read) with every attachment's bytes inlined as base64 `data`,
-    /// when the request says `attachments=true`; `open_revs` arrays too. An attachment whose
-    /// blob is not here stays a stub.
-    func withAttachmentData(_ c: Context, _ response: RESTResponse) -> RESTResponse {
-        guard c.request[query: "attachments"] == "true", response.status == 200, case .bytes(let bytes) = response.body,
-              let value = try? JSONParser.parse(bytes) else { return response }
-        let inlined: JSONValue
-        switch value {
-        case .object(let doc): inlined = .object(Self.inliningData(c.db, doc))
-        case .array(let items):
-            inlined = .array(items.map { item in
-                guard case .object(var o) = item, let doc = o["ok"]?.objectValue else { return item }
-                o["ok"] = .object(Self.inliningData(c.db, doc))
-                return .object(o)
-            })
-        default: return response
-        }
-        var out = response
-        out.body = .bytes(CanonicalJSON.encode(inlined))
-        return out
-    }
-
-    /// A document object with base64 `data` in each attachment whose blob is here.
-    static func inliningData(_ db: Database, _ doc: [String: JSONValue]) -> [String: JSONValue] {
-        guard case .object(var members)? = doc["_attachments"] else { return doc }
-        for (name, value) in members {
-            guard case .object(var meta) = value else { continue }
-            if let text = meta["digest"]?.stringValue, let digest = try? BlobDigest(text),
-               let bytes = try? db.readBlob(digest: digest).readAll() {
-                meta["data"] = .string(Data(bytes).base64EncodedString())
-                meta["stub"] = nil
-            } else {
-                meta["stub"] = true
-            }
-            members[name] = .object(meta)
-        }
-        var out = doc
-        out["_attachments"] = .object(members)
-        return out
     }
 }
 

@@ -7,15 +7,16 @@ import Synchronization
 /// (206, or 416 outside the attachment); a `PUT` of raw bytes or a `DELETE` makes a new
 /// revision of the document, naming the one it replaces unless the document is new.
 extension RESTRouter {
-    /// Answers one attachment request; writes need the writer role.
+    /// Answers one attachment request; writes need the writer role (the admin role for a
+    /// design document's attachments).
     func attachment(_ c: Context, _ docID: String, _ name: String) async throws(RESTError) -> RESTResponse {
         switch c.request.method {
         case "GET", "HEAD": return try readAttachment(c, docID, name)
         case "PUT":
-            try require(.writer, c)
+            try requireWriteAccess(c, to: docID)
             return try putAttachment(c, docID, name)
         case "DELETE":
-            try require(.writer, c)
+            try requireWriteAccess(c, to: docID)
             return try deleteAttachment(c, docID, name)
         default: throw .methodNotAllowed("DELETE,GET,HEAD,PUT")
         }
@@ -72,6 +73,12 @@ extension RESTRouter {
         do {
             let blob = try c.db.writeBlob(c.request.body)
             doc.setAttachment(name, blob: blob, contentType: c.request.header("Content-Type") ?? "application/octet-stream")
+            // CouchDB's digest beside Ferry's, for the clients that compare it (AttachmentMD5).
+            if case .object(var members)? = doc.properties["_attachments"], case .object(var meta)? = members[name] {
+                meta[AttachmentMD5.member] = .string(AttachmentMD5.digest(c.request.body))
+                members[name] = .object(meta)
+                doc.properties["_attachments"] = .object(members)
+            }
             let saved = try c.db.save(doc, concurrencyControl: .failOnConflict)
             let rev = saved.revisionID?.description ?? ""
             let location = "/" + [c.name, docID, name].map(PercentDecoding.encodeSegment).joined(separator: "/")

@@ -11,25 +11,53 @@ extension RESTRouter {
         let body = try Self.jsonObject(c.request)
         guard let docs = body["docs"]?.arrayValue else { throw .badRequest("POST body must include `docs` parameter.") }
         let newEdits = body["new_edits"]?.boolValue ?? true
+        // CouchDB refuses the whole request for an ID it reserves (or an empty one), before
+        // writing any: such a batch is malformed, not one document's failure.
+        for case let id? in docs.map({ $0.objectValue?["_id"]?.stringValue }) where Self.isReservedID(id) {
+            throw .illegalDocumentID(id)
+        }
         var items: [(id: String, incoming: DocumentJSON.Incoming)] = []
         items.reserveCapacity(docs.count)
+        var forbidden: [JSONValue] = []
+        let mayWriteDesign = c.role >= .admin
         for d in docs {
             guard let o = d.objectValue else { throw .badRequest("Document must be a JSON object") }
+            // A design document needs the admin role; a writer's is refused alone, as CouchDB
+            // does, and its inline attachments are not even kept as blobs.
+            if !mayWriteDesign, let id = o["_id"]?.stringValue, Document.isDesignID(id) {
+                if newEdits {
+                    items.append((id, DocumentJSON.incoming([:])))  // answered in its place by saveAll
+                } else {
+                    forbidden.append(Self.itemError(id, Self.forbiddenFor(.admin), rev: o["_rev"]?.stringValue))
+                }
+                continue
+            }
             // Inline attachment bytes become blobs before the batch (AttachmentBodies).
             let incoming = DocumentJSON.incoming(try Self.storingAttachmentData(c.db, id: o["_id"]?.stringValue, body: o,
-                                                                                parentRev: o["_rev"]?.stringValue, following: [:]))
+                                                                                parentRevs: Self.parentRevisions(nil, o), following: [:]))
             items.append((incoming.id ?? Self.newID(), incoming))
         }
-        return newEdits ? try saveAll(c.db, items) : try insertAll(c.db, items)
+        return newEdits ? try saveAll(c.db, items, mayWriteDesign: mayWriteDesign) : try insertAll(c.db, items, refused: forbidden)
     }
 
-    private func saveAll(_ db: Database, _ items: [(id: String, incoming: DocumentJSON.Incoming)]) throws(RESTError) -> RESTResponse {
+    /// Whether CouchDB refuses `id` as a document ID outright: empty, or starting with `_`
+    /// without being a design document's or a local document's.
+    static func isReservedID(_ id: String) -> Bool {
+        id.isEmpty || (id.hasPrefix("_") && !Document.isDesignID(id) && !id.hasPrefix("_local/"))
+    }
+
+    private func saveAll(_ db: Database, _ items: [(id: String, incoming: DocumentJSON.Incoming)],
+                         mayWriteDesign: Bool) throws(RESTError) -> RESTResponse {
         let results: [JSONValue]
         do {
             results = try db.inBatch { (b) throws(StoreError) -> [JSONValue] in
                 var out: [JSONValue] = []
                 out.reserveCapacity(items.count)
                 for (id, incoming) in items {
+                    if !mayWriteDesign, Document.isDesignID(id) {
+                        out.append(Self.itemError(id, Self.forbiddenFor(.admin)))
+                        continue
+                    }
                     do throws(StoreError) {
                         let parent = try incoming.rev.map { (t) throws(StoreError) in try RevisionID(t) }
                         let doc = Document(id: id, basedOn: parent, properties: incoming.properties)
@@ -47,9 +75,11 @@ extension RESTRouter {
         return .json(201, .array(results))
     }
 
-    private func insertAll(_ db: Database, _ items: [(id: String, incoming: DocumentJSON.Incoming)]) throws(RESTError) -> RESTResponse {
+    /// `refused`: the items already answered (a writer's design documents).
+    private func insertAll(_ db: Database, _ items: [(id: String, incoming: DocumentJSON.Incoming)],
+                           refused alreadyRefused: [JSONValue]) throws(RESTError) -> RESTResponse {
         var revisions: [ReplicatedRevision] = []
-        var refused: [JSONValue] = []
+        var refused = alreadyRefused
         for (id, incoming) in items {
             guard let rev = incoming.rev else {
                 refused.append(Self.itemError(id, .badRequest("new_edits=false needs each document's _rev")))
@@ -73,7 +103,11 @@ extension RESTRouter {
         return .json(201, .array(refused))
     }
 
-    static func itemError(_ id: String, _ e: RESTError) -> JSONValue {
-        .object(["id": .string(id), "error": .string(e.error), "reason": .string(e.reason)])
+    /// One document's failure in CouchDB's shape; `rev` is the revision a `new_edits: false`
+    /// item carried, which CouchDB names too.
+    static func itemError(_ id: String, _ e: RESTError, rev: String? = nil) -> JSONValue {
+        var o: [String: JSONValue] = ["id": .string(id), "error": .string(e.error), "reason": .string(e.reason)]
+        if let rev { o["rev"] = .string(rev) }
+        return .object(o)
     }
 }

@@ -26,9 +26,8 @@ extension RESTRouter {
             do {
                 for doc in try Self.bulkGetRevisions(c.db, id: id, rev: revText, latest: latest) {
                     let tree = revs ? try c.db.revisionTree(of: id) : nil
-                    var json = DocumentJSON.object(doc, tree: tree, revs: revs, revsInfo: false, conflicts: false)
-                    if attachments, let obj = json.objectValue { json = .object(Self.inliningData(c.db, obj)) }
-                    docs.append(.object(["ok": json]))
+                    let json = Self.documentObject(c.db, doc, tree: tree, revs: revs, mode: attachments ? .inline : .stubs).json
+                    docs.append(.object(["ok": .object(json)]))
                 }
             } catch let e as RESTError {
                 docs = [Self.bulkGetError(id: id, rev: revText, e)]
@@ -45,7 +44,7 @@ extension RESTRouter {
 
     /// The revisions one item asks for: the named one (or, with `latest`, the leaves that
     /// descend from it), or the current revision, deleted or not.
-    private static func bulkGetRevisions(_ db: Database, id: String, rev revText: String?, latest: Bool) throws -> [Document] {
+    static func bulkGetRevisions(_ db: Database, id: String, rev revText: String?, latest: Bool) throws -> [Document] {
         guard let revText else {
             guard let doc = try db.document(id, includeDeleted: true) else { throw RESTError.notFound("missing") }
             return [doc]

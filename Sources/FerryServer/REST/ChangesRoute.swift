@@ -29,8 +29,10 @@ extension RESTRouter {
         try Self.allow(c.request, ["GET", "HEAD", "POST"])
         var q = try Self.changesQuery(c)
         if let name = c.request[query: "filter"], name != "_doc_ids" {
-            guard let f = pullFilters.withLock({ $0[name] }) else {
-                throw .notFound("no filter named \(name.debugDescription); known: _doc_ids and \(pullFilters.withLock { $0.keys.sorted() })")
+            var found = pullFilters.withLock { $0[name] }
+            if found == nil { found = try Self.builtInFilter(name, c.db) }
+            guard let f = found else {
+                throw .notFound("no filter named \(name.debugDescription); known: _doc_ids, _design and \(pullFilters.withLock { $0.keys.sorted() })")
             }
             q.filter = f
             let own: Set<String> = ["feed", "since", "limit", "include_docs", "heartbeat", "timeout", "filter", "style", "doc_ids", "descending"]
@@ -41,7 +43,11 @@ extension RESTRouter {
             return .json(200, try changesPage(c.db, q).json)
         case "longpoll":
             var page = try changesPage(c.db, q)
+            if page.rows.isEmpty, let heartbeat = q.heartbeat {
+                return longpollWithHeartbeat(c.db, q, page, every: heartbeat)
+            }
             if page.rows.isEmpty {
+                // Ends early when the task is cancelled: the client closed its side.
                 await Self.waitForChange(c.db, after: page.last, timeout: q.timeout ?? 60)
                 page = try changesPage(c.db, q)
             }
@@ -50,6 +56,25 @@ extension RESTRouter {
             return continuousChanges(c.db, q, eventSource: q.feed == "eventsource")
         default:
             throw .badRequest("feed must be normal, longpoll, continuous or eventsource")
+        }
+    }
+
+    /// CouchDB's built-in `_design` filter (design documents only); nil for a name that is
+    /// not built in. Filters CouchDB runs from design documents — `_view` and `ddoc/name` —
+    /// are 501 naming what Ferry does not run (404 when `ddoc` is not there, as CouchDB
+    /// answers), so a replication that asks for one fails saying why instead of copying
+    /// everything.
+    static func builtInFilter(_ name: String, _ db: Database) throws(RESTError) -> PullFilter? {
+        switch name {
+        case "_design": return { doc, _, _ in Document.isDesignID(doc.id) }
+        case "_view": throw .notImplemented("Ferry does not run JavaScript views (_view filter)")
+        case let n where n.contains("/"):
+            let ddoc = Document.designPrefix + n.prefix { $0 != "/" }
+            let exists: Bool
+            do { exists = try db.document(ddoc) != nil } catch { throw RESTError(error) }
+            guard exists else { throw .notFound("missing") }
+            throw .notImplemented("Ferry does not run JavaScript filter functions (\(n))")
+        default: return nil
         }
     }
 
@@ -86,9 +111,13 @@ extension RESTRouter {
             return min(n, 1e12)
         }
         if let l = try number("limit") { q.limit = max(Int(l), 1) }
-        q.heartbeat = try number("heartbeat").map { max($0, 100) / 1000 }
         q.timeout = try number("timeout").map { $0 / 1000 }
-        if params["heartbeat"] == "true" { q.heartbeat = 60 }
+        if params["heartbeat"] == "true" {
+            // CouchDB's default interval (60 s), or the timeout when shorter.
+            q.heartbeat = min(60, max(q.timeout ?? 60, 0.1))
+        } else {
+            q.heartbeat = try number("heartbeat").map { max($0, 100) / 1000 }
+        }
         q.includeDocs = params["include_docs"] == "true"
         q.allLeaves = params["style"] == "all_docs"
         if params["filter"] == "_doc_ids" {
@@ -156,6 +185,37 @@ extension RESTRouter {
         return .object(o)
     }
 
+    /// A longpoll with `heartbeat`: the answer starts at once and carries a newline every
+    /// `every` seconds while it waits (as CouchDB's does, so proxies and clients see it is
+    /// alive), then the page — JSON after leading whitespace. With a heartbeat, `timeout`
+    /// still ends the wait (60 s when not given). A client that leaves cancels the stream's
+    /// consumer, which ends the wait.
+    func longpollWithHeartbeat(_ db: Database, _ q: ChangesQuery, _ empty: ChangesPage, every: Double) -> RESTResponse {
+        let (stream, out) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .unbounded)
+        let router = self
+        let producer = Task {
+            let deadline = ContinuousClock.now + .seconds(q.timeout ?? 60)
+            var changed = false
+            while !Task.isCancelled {
+                let left = deadline - ContinuousClock.now
+                guard left > .zero else { break }
+                let wait = min(every, Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18)
+                changed = await Self.waitOrTimeout(db, after: empty.last, seconds: wait)
+                if changed || Task.isCancelled { break }
+                if ContinuousClock.now < deadline { out.yield([10]) }
+            }
+            guard !Task.isCancelled else { out.finish(); return }
+            let page = changed ? ((try? router.changesPage(db, q)) ?? empty) : empty
+            out.yield(CanonicalJSON.encode(page.json) + [10])
+            out.finish()
+        }
+        out.onTermination = { _ in producer.cancel() }
+        var response = RESTResponse(status: 200, headers: [("Content-Type", "application/json"), ("Cache-Control", "must-revalidate")],
+                                    body: .stream(stream))
+        response.isFeed = true
+        return response
+    }
+
     /// Waits until the database has a change after `sequence`, or `timeout` seconds.
     static func waitForChange(_ db: Database, after sequence: Int64, timeout: Double) async {
         await withTaskGroup(of: Void.self) { group in
@@ -208,7 +268,9 @@ extension RESTRouter {
         }
         out.onTermination = { _ in producer.cancel() }
         let type = eventSource ? "text/event-stream" : "application/json"
-        return RESTResponse(status: 200, headers: [("Content-Type", type), ("Cache-Control", "no-cache")], body: .stream(stream))
+        var response = RESTResponse(status: 200, headers: [("Content-Type", type), ("Cache-Control", "no-cache")], body: .stream(stream))
+        response.isFeed = true
+        return response
     }
 
     /// Whether a change came after `sequence` within `seconds`.

@@ -24,7 +24,8 @@ enum DocumentJSON {
         return out
     }
 
-    /// The full JSON object of a revision with the extras a GET asked for.
+    /// The full JSON object of a revision with the extras a GET asked for; attachments as
+    /// CouchDB's stubs (`AttachmentRendering`).
     static func object(_ doc: Document, tree: RevisionTree?, revs: Bool, revsInfo: Bool, conflicts: Bool) -> JSONValue {
         var o = doc.properties
         o["_id"] = .string(doc.id)
@@ -44,7 +45,7 @@ enum DocumentJSON {
                 if !others.isEmpty { o["_conflicts"] = .array(others.map { .string($0.description) }) }
             }
         }
-        return .object(o)
+        return .object(AttachmentRendering.stubbed(o))
     }
 
     /// CouchDB's `_revisions`: `{"start": generation, "ids": [digests, newest first]}`.

@@ -2,18 +2,21 @@ import FerryStore
 
 /// `/{db}/{docid}` and `POST /{db}` (Protocol/rest.md, "Documents"): read with `rev`, `revs`,
 /// `revs_info`, `conflicts`, `open_revs` and ETags; write with `_rev`, `?rev=` or `If-Match`
-/// (a stale one is 409), `new_edits=false` for replicated revisions; delete with a revision.
+/// (a stale one is 409), `new_edits=false` for replicated revisions; delete with a revision;
+/// `COPY` to the `Destination` header's ID (CopyRoute). Design documents (`_design/NAME`) are
+/// served here too; writing one needs the admin role (`requireWriteAccess`).
 extension RESTRouter {
     func document(_ c: Context, _ id: String) throws(RESTError) -> RESTResponse {
         switch c.request.method {
-        case "GET", "HEAD": return withAttachmentData(c, try readDocument(c, id))  // attachments=true (AttachmentBodies)
+        case "GET", "HEAD": return try readDocument(c, id)
         case "PUT":
-            try require(.writer, c)
+            try requireWriteAccess(c, to: id)
             return try writeDocument(c, id: id, body: try documentBody(c, id: id))  // JSON or multipart/related
         case "DELETE":
-            try require(.writer, c)
+            try requireWriteAccess(c, to: id)
             return try deleteDocument(c, id)
-        default: throw .methodNotAllowed("DELETE,GET,HEAD,PUT")
+        case "COPY": return try copyDocument(c, id)
+        default: throw .methodNotAllowed("DELETE,GET,HEAD,POST,PUT,COPY")
         }
     }
 
@@ -21,22 +24,39 @@ extension RESTRouter {
         try require(.writer, c)
         let body = try Self.jsonObject(c.request)
         let id = body["_id"]?.stringValue ?? Self.newID()
+        try requireWriteAccess(c, to: id)
         return try writeDocument(c, id: id, body: body)
+    }
+
+    /// Throws 403 unless the context's role may write document `id`: the writer role, and for a
+    /// design document the admin role, as CouchDB asks of its database admins (a design
+    /// document's functions run for every reader there, so members may not change them).
+    func requireWriteAccess(_ c: Context, to id: String) throws(RESTError) {
+        try require(Document.isDesignID(id) ? .admin : .writer, c)
     }
 
     private func readDocument(_ c: Context, _ id: String) throws(RESTError) -> RESTResponse {
         let r = c.request
         let flag = { (name: String) in r[query: name] == "true" }
-        if let openRevs = r[query: "open_revs"] { return try openRevisions(c, id, openRevs, revs: flag("revs")) }
+        if let openRevs = r[query: "open_revs"] { return try openRevisions(c, id, openRevs) }
+        let attsSince = try AttachmentRendering.attsSince(r)
+        // CouchDB: `atts_since` implies `attachments=true`.
+        let withBytes = flag("attachments") || attsSince != nil
         do {
-            if r[query: "rev"] == nil, !flag("revs"), !flag("revs_info"), !flag("conflicts") {
-                // The common read: the stored bytes with `_id` and `_rev` spliced in.
+            if r[query: "rev"] == nil, !flag("revs"), !flag("revs_info"), !flag("conflicts"), !withBytes {
+                // The common read: the stored bytes with `_id` and `_rev` spliced in (a body
+                // with attachments is rewritten, for their stubs).
                 guard let (rev, deleted, body) = try c.db.documentJSON(id), !deleted else {
                     throw RESTError.notFound(try c.db.documentJSON(id) == nil ? "missing" : "deleted")
                 }
                 let etag = "\"\(rev)\""
                 if r.header("If-None-Match") == etag { return RESTResponse(status: 304, headers: [("ETag", etag)]) }
-                return .json(200, DocumentJSON.splice(id: id, rev: rev, deleted: false, body: body), headers: [("ETag", etag)])
+                var bytes = DocumentJSON.splice(id: id, rev: rev, deleted: false, body: body)
+                if MultipartRelated.find(Array(#""_attachments""#.utf8), in: body, from: 0) != nil,
+                   case .object(let o)? = try? JSONParser.parse(bytes) {
+                    bytes = CanonicalJSON.encode(.object(AttachmentRendering.stubbed(o)))
+                }
+                return .json(200, bytes, headers: [("ETag", etag)])
             }
             guard let tree = try c.db.revisionTree(of: id) else { throw RESTError.notFound("missing") }
             let doc: Document
@@ -49,38 +69,36 @@ extension RESTRouter {
             }
             let etag = "\"\(doc.revisionID?.description ?? "")\""
             if r.header("If-None-Match") == etag { return RESTResponse(status: 304, headers: [("ETag", etag)]) }
-            let json = DocumentJSON.object(doc, tree: tree, revs: flag("revs"), revsInfo: flag("revs_info"), conflicts: flag("conflicts"))
-            return .json(200, json, headers: [("ETag", etag)])
+            let multipart = withBytes && Self.accepts(r, "multipart/related")
+            let since = AttachmentRendering.sinceGeneration(attsSince ?? [], rev: doc.revisionID, tree: tree)
+            let (json, parts) = Self.documentObject(c.db, doc, tree: tree, revs: flag("revs"), revsInfo: flag("revs_info"),
+                                                    conflicts: flag("conflicts"),
+                                                    mode: withBytes ? (multipart ? .follows : .inline) : .stubs, since: since)
+            guard multipart, !parts.isEmpty else { return .json(200, .object(json), headers: [("ETag", etag)]) }
+            let (type, body) = MultipartWriter.related(json: CanonicalJSON.encode(.object(json)), parts: parts)
+            return RESTResponse(status: 200, headers: [("Content-Type", type), ("ETag", etag)], body: .bytes(body))
         } catch {
             throw RESTError.from(error)
         }
     }
 
-    /// `open_revs=all` or a JSON array of revisions: `[{"ok": doc} | {"missing": rev}]`.
-    private func openRevisions(_ c: Context, _ id: String, _ spec: String, revs: Bool) throws(RESTError) -> RESTResponse {
-        do {
-            let tree = try c.db.revisionTree(of: id)
-            var wanted: [String]
-            if spec == "all" {
-                wanted = tree?.leaves.map(\.revisionID.description) ?? []
-            } else {
-                guard case .array(let a)? = try? JSONParser.parse(Array(spec.utf8)) else {
-                    throw RESTError.badRequest("open_revs must be \"all\" or a JSON array of revisions")
-                }
-                wanted = a.compactMap(\.stringValue)
-            }
-            if tree == nil && spec == "all" { throw RESTError.notFound("missing") }
-            var out: [JSONValue] = []
-            for text in wanted {
-                if let rev = try? RevisionID(text), let doc = try c.db.revision(rev, of: id) {
-                    out.append(.object(["ok": DocumentJSON.object(doc, tree: tree, revs: revs, revsInfo: false, conflicts: false)]))
-                } else {
-                    out.append(.object(["missing": .string(text)]))
-                }
-            }
-            return .json(200, .array(out))
-        } catch {
-            throw RESTError.from(error)
+    /// A revision's JSON object with its attachments rendered for `mode` (CouchDB's stubs, or
+    /// with the bytes of those changed after generation `since`), and the parts that follow.
+    static func documentObject(_ db: Database, _ doc: Document, tree: RevisionTree?, revs: Bool, revsInfo: Bool = false,
+                               conflicts: Bool = false, mode: AttachmentRendering.Mode, since: Int = 0)
+        -> (json: [String: JSONValue], parts: [AttachmentRendering.Part]) {
+        var o = DocumentJSON.object(doc, tree: tree, revs: revs, revsInfo: revsInfo, conflicts: conflicts).objectValue ?? [:]
+        guard mode != .stubs, let raw = doc.properties["_attachments"] else { return (o, []) }
+        let (rendered, parts) = AttachmentRendering.render(db, ["_attachments": raw], mode: mode, sinceGeneration: since)
+        o["_attachments"] = rendered["_attachments"]
+        return (o, parts)
+    }
+
+    /// Whether the request's `Accept` names `type` (parameters and quality ignored).
+    static func accepts(_ r: RESTRequest, _ type: String) -> Bool {
+        guard let accept = r.header("Accept") else { return false }
+        return accept.split(separator: ",").contains {
+            $0.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() == type
         }
     }
 

@@ -47,7 +47,8 @@ extension RESTRouter {
                     }
                     for doc in page {
                         after = doc.id
-                        guard SelectorTranslator.idMatches(doc.id, idConditions) else { continue }
+                        // CouchDB's _find never answers design documents.
+                        guard !Document.isDesignID(doc.id), SelectorTranslator.idMatches(doc.id, idConditions) else { continue }
                         if toSkip > 0 { toSkip -= 1; continue }
                         docs.append(doc)
                         if docs.count == limit { break scan }

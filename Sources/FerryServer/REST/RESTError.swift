@@ -34,6 +34,24 @@ public struct RESTError: Error, Sendable, Equatable {
     public static func methodNotAllowed(_ allowed: String) -> RESTError {
         RESTError(405, "method_not_allowed", "Only \(allowed) allowed")
     }
+    /// 400 `illegal_docid` with CouchDB's reason for why `id` cannot name a document.
+    public static func illegalDocumentID(_ id: String) -> RESTError {
+        let reason: String
+        if id.isEmpty {
+            reason = "Document id must not be empty"
+        } else if id == Document.designPrefix {
+            reason = "Illegal document id `\(id)`"
+        } else if id.hasPrefix("_") {
+            reason = "Only reserved document ids may start with underscore."
+        } else if id.utf8.count > 250 {
+            reason = "Document id is too long"
+        } else {
+            reason = "Document id must not contain control characters: \(id.debugDescription)"
+        }
+        return RESTError(400, "illegal_docid", reason)
+    }
+    /// 501 `not_implemented`: a CouchDB feature Ferry does not have, named in `reason`.
+    public static func notImplemented(_ reason: String) -> RESTError { RESTError(501, "not_implemented", reason) }
     /// 412 `precondition_failed`.
     public static func preconditionFailed(_ reason: String) -> RESTError { RESTError(412, "precondition_failed", reason) }
     /// 415 `bad_content_type`.
@@ -49,7 +67,7 @@ public struct RESTError: Error, Sendable, Equatable {
         case let .invalidJSON(reason): self = .badRequest("invalid JSON: \(reason)")
         case .notAnObject: self = .badRequest("Document must be a JSON object")
         case let .reservedProperty(p): self = .badRequest("Bad special document member: \(p)")
-        case let .invalidDocumentID(id): self = .badRequest("Invalid document ID \(id.debugDescription)")
+        case let .invalidDocumentID(id): self = .illegalDocumentID(id)
         case let .invalidRevisionID(r): self = .badRequest("Invalid rev format: \(r.debugDescription)")
         case let .brokenHistory(reason): self = .badRequest("Invalid revision history: \(reason)")
         case let .invalidAttachment(name, reason): self = .badRequest("Invalid attachment \(name.debugDescription): \(reason)")

@@ -53,20 +53,42 @@ public final class RESTRouter: Sendable {
 
     /// The answer to `request`.
     public func respond(_ request: RESTRequest) async -> RESTResponse {
+        var response = await answer(request)
+        // A session cookie past a tenth of its life is renewed on whatever the answer is, as
+        // CouchDB does (unless the answer sets the cookie itself: a login or logout).
+        if !response.headers.contains(where: { $0.name.lowercased() == "set-cookie" }),
+           let renewed = access.renewal(cookie: request.header("Cookie"), secure: request.isSecure) {
+            response.headers.append(("Set-Cookie", renewed))
+        }
+        return response
+    }
+
+    private func answer(_ request: RESTRequest) async -> RESTResponse {
         for hook in hooks {
             if let r = await hook(request, self) { return r }
         }
         do {
             return try await route(request)
         } catch {
-            if error.status >= 500 { logger.warning("request failed", metadata: ["path": "\(request.head.target)", "error": "\(error.reason)"]) }
+            // 501 is an answer (a feature Ferry does not have) and 503 load shedding (the
+            // password pool is full), not faults: a flood of them must not flood the log too.
+            if error.status >= 500, error.status != 501, error.status != 503 {
+                logger.warning("request failed", metadata: ["path": "\(request.head.target)", "error": "\(error.reason)"])
+            }
             return error.response
         }
     }
 
-    /// Who sent `request`; 401 for missing (when anonymous access is off) or wrong credentials.
-    public func identify(_ request: RESTRequest) throws(RESTError) -> AccessControl.Identity {
-        try access.authenticate(authorization: request.header("Authorization"), certificate: request.peerCertificate).get()
+    /// Who sent `request`; 401 for missing (when anonymous access is off) or wrong credentials,
+    /// 400 for a malformed session cookie, 503 when password checks are queued full.
+    public func identify(_ request: RESTRequest) async throws(RESTError) -> AccessControl.Identity {
+        try await authentication(request).identity
+    }
+
+    /// Who sent `request` and how they proved it.
+    func authentication(_ request: RESTRequest) async throws(RESTError) -> AccessControl.Authentication {
+        try await access.authenticate(authorization: request.header("Authorization"), cookie: request.header("Cookie"),
+                                      certificate: request.peerCertificate).get()
     }
 
     private func route(_ r: RESTRequest) async throws(RESTError) -> RESTResponse {
@@ -75,15 +97,16 @@ public final class RESTRouter: Sendable {
             try Self.allow(r, ["GET", "HEAD"])
             return serverInfo()
         }
+        if first == "_session", s.count == 1 {
+            // Before authentication: logging in is how a client without it gets some.
+            return try await session(r)
+        }
         if first.hasPrefix("_") {
-            let identity = try identify(r)
+            let identity = try await identify(r)
             switch first {
             case "_all_dbs":
                 try Self.allow(r, ["GET", "HEAD"])
                 return allDatabases(identity)
-            case "_session":
-                try Self.allow(r, ["GET", "HEAD"])
-                return session(identity)
             case "_uuids":
                 try Self.allow(r, ["GET", "HEAD"])
                 return uuids(r)
@@ -91,7 +114,7 @@ public final class RESTRouter: Sendable {
                 throw .notFound("no route \(r.head.target)")
             }
         }
-        let identity = try identify(r)
+        let identity = try await identify(r)
         let name = first
         if s.count == 1 {
             switch r.method {
@@ -116,9 +139,11 @@ public final class RESTRouter: Sendable {
             }
         }
         let second = s[1]
+        if second == "_design" || Document.isDesignID(second) { return try await designDocumentRoute(c, s[1...]) }
         if second.hasPrefix("_") {
             switch second {
             case "_all_docs": return try allDocs(c)
+            case "_design_docs": return try designDocs(c)
             case "_bulk_docs": return try bulkDocs(c)
             case "_changes": return try await changes(c)
             case "_local":
@@ -126,6 +151,8 @@ public final class RESTRouter: Sendable {
                 return try localDocument(c, s[2])
             default:
                 if let r = try await extendedDatabaseRoute(c, second) { return r }
+                // A write to `/db/_name` is a document ID CouchDB reserves, and answered so.
+                if s.count == 2, r.method == "PUT" { throw .illegalDocumentID(second) }
                 throw .notFound("no route \(r.head.target)")
             }
         }

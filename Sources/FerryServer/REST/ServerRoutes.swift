@@ -1,7 +1,7 @@
 import FerryStore
 import Foundation
 
-/// Server-wide routes (Protocol/rest.md, "Server"): `/`, `/_all_dbs`, `/_session`, `/_uuids`,
+/// Server-wide routes (Protocol/rest.md, "Server"): `/`, `/_all_dbs`, `/_uuids`,
 /// and creating, describing and deleting databases.
 extension RESTRouter {
     func serverInfo() -> RESTResponse {
@@ -18,13 +18,6 @@ extension RESTRouter {
     func allDatabases(_ identity: AccessControl.Identity) -> RESTResponse {
         let visible = registry.names.filter { access.role(of: identity, on: $0) != nil }
         return .json(200, .array(visible.map { .string($0) }))
-    }
-
-    func session(_ identity: AccessControl.Identity) -> RESTResponse {
-        var roles: [JSONValue] = []
-        if access.isServerAdmin(identity) { roles.append("_admin") }
-        let name: JSONValue = { if case .user(let n) = identity { return .string(n) } else { return .null } }()
-        return .json(200, .object(["ok": true, "userCtx": .object(["name": name, "roles": .array(roles)])]))
     }
 
     func uuids(_ r: RESTRequest) -> RESTResponse {

@@ -283,8 +283,8 @@ final class ManagedReplication: Sendable {
         }
         switch spec.conflicts {
         case .default: break
-        case .local: c.conflictResolver = .custom { $0.local }
-        case .remote: c.conflictResolver = .custom { $0.remote }
+        case .local: c.conflictResolver = .custom { _ in .local }
+        case .remote: c.conflictResolver = .custom { _ in .remote }
         }
         if let b = spec.batchSize { c.batchSize = b }
         c.heartbeat = spec.heartbeat ?? environment.heartbeat

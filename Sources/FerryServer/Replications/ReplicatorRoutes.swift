@@ -25,7 +25,7 @@ enum ReplicatorRoutes {
     @inline(never)
     private static func route(_ first: String, _ request: RESTRequest, _ router: RESTRouter,
                               _ scheduler: ReplicationScheduler) async throws(RESTError) -> RESTResponse {
-        let identity = try router.identify(request)
+        let identity = try await router.identify(request)
         guard router.access.isServerAdmin(identity) else { throw RESTError.forbidden("You are not a server admin.") }
         switch first {
         case "_replicator": return try await replicator(request, scheduler)

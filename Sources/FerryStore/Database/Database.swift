@@ -108,7 +108,7 @@ public final class Database: Sendable {
     var context: StoreContext {
         let v = validators.withLock { $0.sorted { $0.key < $1.key }.map { (name: $0.key, validate: $0.value) } }
         let path = options.typeKey.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        return StoreContext(options: options, blobs: blobs, typePath: path,
+        return StoreContext(databaseID: uuid, options: options, blobs: blobs, typePath: path,
                             typeKeyBytes: path.count == 1 ? Array(options.typeKey.utf8) : [], validators: v,
                             conflictPolicy: conflictPolicy)
     }
@@ -176,8 +176,10 @@ public final class Database: Sendable {
 
     /// Inserts a revision received from a peer with its history (Protocol/revisions.md,
     /// "Revision tree"). A revision already present is a `noop`. If it conflicts with the
-    /// current revision and `resolver` is given (default: the default rule), the conflict is
-    /// resolved in the same transaction; with nil it stays in the tree. `remote` names the
+    /// current revision and `resolver` is given, the conflict is resolved in the same
+    /// transaction; with nil it stays in the tree, and a custom resolver that declines (throws,
+    /// or answers with another database's document) keeps the revision and the conflict
+    /// (`InsertOutcome.resolved` false, a warning in the log). `remote` names the
     /// peer: its latest revision is kept. With `allowConflicts: false` (a passive peer,
     /// Protocol/revisions.md, "Convergence rules") a revision that would fork the document is
     /// refused with `.conflict` and nothing is written.
@@ -239,15 +241,20 @@ public final class Database: Sendable {
 
     /// Resolves every conflict of a document (the current revision against each other live
     /// leaf, highest first) and returns the document afterwards. Two stores holding the same
-    /// tree produce the same revisions.
+    /// tree produce the same revisions. A custom resolver that declines (throws, or answers
+    /// with another database's document) fails the call with `.rejected` (409): nothing is
+    /// written and the conflicts stay.
     @discardableResult
     public func resolveConflicts(of documentID: String, using resolver: ConflictResolver = .default) throws(StoreError) -> Document? {
         _ = try inBatch { (b) throws(StoreError) -> Int in try b.txn.resolveAll(documentID, resolver: resolver) }
         return try document(documentID, includeDeleted: true)
     }
 
-    /// Resolves one conflict between two named leaves: `remote`'s branch continues, `local`'s
-    /// is closed (docs/store.md §4). Returns the revision created, if any.
+    /// Resolves one conflict between two named leaves by adding revisions (docs/store.md §4;
+    /// Protocol/revisions.md, "Storing a resolution"): the kept leaf stays, a merged body or a
+    /// deletion continues the higher leaf, the loser is closed. Returns the revision created
+    /// for a new body, if any. A custom resolver that declines (throws, or answers with another
+    /// database's document) fails the call with `.rejected` (409) and nothing is written.
     @discardableResult
     public func resolveConflict(documentID: String, local: RevisionID, remote: RevisionID,
                                 using resolver: ConflictResolver = .default) throws(StoreError) -> RevisionID? {

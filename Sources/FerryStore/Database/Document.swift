@@ -8,7 +8,8 @@ public struct Document: Sendable, Equatable {
     /// made in memory. Not part of equality: a revision read from two copies is the same value.
     public internal(set) var databaseID: UUID?
 
-    /// The document ID (non-empty, at most 250 bytes, not starting with `_`).
+    /// The document ID (non-empty, at most 250 bytes, not starting with `_` except a design
+    /// document's `_design/NAME`).
     public let id: String
     /// The revision this value was read at; nil for a document not saved yet.
     public internal(set) var revisionID: RevisionID?
@@ -72,11 +73,22 @@ public struct Document: Sendable, Equatable {
     /// The canonical JSON of the body.
     public var canonicalJSON: [UInt8] { CanonicalJSON.encode(properties) }
 
-    /// Checks a document ID: non-empty, at most 250 UTF-8 bytes, not starting with `_`
-    /// (reserved, as in CouchDB), no control characters.
+    /// The prefix of a design document's ID (`_design/NAME`), the one reserved prefix a
+    /// replicated document may carry: CouchDB keeps views, filters and validation functions in
+    /// them, and its replicators send them like any other document.
+    public static let designPrefix = "_design/"
+
+    /// Whether `id` names a design document (`_design/` and a non-empty name).
+    public static func isDesignID(_ id: String) -> Bool {
+        id.utf8.count > designPrefix.utf8.count && id.hasPrefix(designPrefix)
+    }
+
+    /// Checks a document ID: non-empty, at most 250 UTF-8 bytes, no control characters, and
+    /// not starting with `_` unless it is a design document's `_design/NAME` (CouchDB reserves
+    /// the others: `_local/` are local documents, kept apart and never replicated).
     public static func validateID(_ id: String) throws(StoreError) {
         let u = id.utf8
-        guard !u.isEmpty, u.count <= 250, u.first != UInt8(ascii: "_"),
+        guard !u.isEmpty, u.count <= 250, u.first != UInt8(ascii: "_") || isDesignID(id),
               !u.contains(where: { $0 < 0x20 || $0 == 0x7F }) else { throw .invalidDocumentID(id) }
     }
 }

@@ -21,16 +21,3 @@ public struct Conflict: Sendable, Equatable {
         self.remoteRevisionID = remoteRevisionID
     }
 }
-
-/// What a resolver decided. How each is stored is in docs/store.md §4 (Protocol/revisions.md,
-/// "Storing a resolution").
-public enum ConflictResolution: Sendable, Equatable {
-    /// Keep the local content (stored as a child of the remote leaf with the local body).
-    case local
-    /// Keep the remote leaf as it is.
-    case remote
-    /// A new body, stored as a child of the remote leaf.
-    case merged([String: JSONValue])
-    /// Delete the document (a resolver returning nil in Couchbase Lite).
-    case delete
-}

@@ -60,8 +60,9 @@ extension WriteTransaction {
             if !allowConflicts { throw .conflict(documentID: r.documentID) }
         }
         var resolved = false
-        if let local = conflictedWith, let resolver {
-            try resolve(&tree, documentID: r.documentID, local: local, remote: rev, resolver: resolver)
+        if let local = conflictedWith, let resolver,
+           let resolution = try decideKeepingRevision(tree, documentID: r.documentID, local: local, remote: rev, resolver: resolver) {
+            try apply(resolution, to: &tree, documentID: r.documentID, local: local, remote: rev)
             resolved = true
         }
         if let remote { tree.setRemoteRevision(rev, remote: remote) }
@@ -85,5 +86,19 @@ extension WriteTransaction {
             return nil
         }
         return InsertOutcome(status: .inserted, current: tree.current?.revisionID, conflictedWith: nil, resolved: false, sequence: seq)
+    }
+
+    /// What `resolver` decides for a conflict the insert made, or nil when it declined (a
+    /// custom resolver threw, or answered with another database's document): the revision is
+    /// kept all the same, with the conflict, and the refusal is logged.
+    private func decideKeepingRevision(_ tree: RevisionTree, documentID: String, local: RevisionID, remote: RevisionID,
+                                       resolver: ConflictResolver) throws(StoreError) -> ConflictResolution? {
+        do {
+            return try decide(tree, documentID: documentID, local: local, remote: remote, resolver: resolver)
+        } catch {
+            if error.isFatal { throw error }
+            Self.logger.warning("conflict kept: the resolver declined", metadata: ["doc": "\(documentID)", "error": "\(error)"])
+            return nil
+        }
     }
 }

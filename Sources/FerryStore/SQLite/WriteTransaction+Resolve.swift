@@ -1,6 +1,11 @@
+import Logging
+
 /// Conflict resolution: the one place where a conflict becomes new revisions
 /// (Protocol/revisions.md, "Storing a resolution").
 extension WriteTransaction {
+    /// Where a resolution taken with a warning (`ConflictResolver`) is told.
+    static let logger = Logger(label: "ferry.store")
+
     // MARK: - Conflict resolution (docs/store.md §4; Protocol/revisions.md, "Storing a resolution")
 
     /// Resolves `local` against `remote` in `tree` by *adding* revisions, never removing one
@@ -15,17 +20,38 @@ extension WriteTransaction {
     @discardableResult
     func resolve(_ tree: inout RevisionTree, documentID: String, local: RevisionID, remote: RevisionID,
                  resolver: ConflictResolver) throws(StoreError) -> RevisionID? {
+        let resolution = try decide(tree, documentID: documentID, local: local, remote: remote, resolver: resolver)
+        return try apply(resolution, to: &tree, documentID: documentID, local: local, remote: remote)
+    }
+
+    /// What `resolver` decides for `local` against `remote` in `tree`; throws `.invalidArgument`
+    /// unless they are two leaves, and what the resolver throws (`ConflictResolver`).
+    func decide(_ tree: RevisionTree, documentID: String, local: RevisionID, remote: RevisionID,
+                resolver: ConflictResolver) throws(StoreError) -> ConflictResolution {
         guard local != remote, tree.isLeaf(local), tree.isLeaf(remote),
               let l = tree.nodes[local], let r = tree.nodes[remote] else {
             throw .invalidArgument("\(local) and \(remote) are not two leaves of \(documentID)")
         }
-        let localDoc = l.isDeleted ? nil : try document(documentID, node: l, sequence: 0)
-        let remoteDoc = r.isDeleted ? nil : try document(documentID, node: r, sequence: 0)
-        let conflict = Conflict(documentID: documentID, local: localDoc, remote: remoteDoc,
-                                localRevisionID: local, remoteRevisionID: remote)
         // Both deleted: the default keeps both tombstones without asking (Protocol/revisions.md,
         // "Storing a resolution").
-        let resolution: ConflictResolution = (l.isDeleted && r.isDeleted && resolver.isDefault) ? .remote : resolver.resolve(conflict)
+        if l.isDeleted && r.isDeleted && resolver.isDefault { return .remote }
+        let databaseID = context.databaseID
+        let localDoc = l.isDeleted ? nil : try document(documentID, node: l, sequence: 0).from(databaseID)
+        let remoteDoc = r.isDeleted ? nil : try document(documentID, node: r, sequence: 0).from(databaseID)
+        let conflict = Conflict(documentID: documentID, local: localDoc, remote: remoteDoc,
+                                localRevisionID: local, remoteRevisionID: remote)
+        let (resolution, warning) = try resolver.resolution(of: conflict, in: databaseID)
+        if let warning { Self.logger.warning("\(warning)", metadata: ["doc": "\(documentID)"]) }
+        return resolution
+    }
+
+    /// Stores a decided resolution of two leaves of `tree` by adding revisions; returns the
+    /// revision made for a new body, if any.
+    func apply(_ resolution: ConflictResolution, to tree: inout RevisionTree, documentID: String,
+                       local: RevisionID, remote: RevisionID) throws(StoreError) -> RevisionID? {
+        guard let l = tree.nodes[local], let r = tree.nodes[remote] else {
+            throw .invalidArgument("\(local) and \(remote) are not two leaves of \(documentID)")
+        }
         // A new revision continues the higher leaf, whichever side it is on, so the peer that
         // runs the resolver with the sides swapped makes the same one.
         let base = max(local, remote)

@@ -1,38 +1,27 @@
 import FerryStore
 import Logging
 
-/// Runs a custom conflict resolver against the database and reports the outcome as a document
-/// event (and, for a failure, in the log). A resolver that throws or answers with a document
-/// of another database leaves the conflict stored (the next start, or `stop()`, tries again).
+/// Runs a replicator's custom `ConflictResolver` against the database after the commit of the
+/// pulled revision that made the conflict, and reports the outcome as a document event (and, for
+/// a failure, in the log). A custom resolver runs outside the insert's transaction because it
+/// may throw (or answer with another database's document), and the conflict must then stay:
+/// the next start, or `stop()`, tries again.
 enum ConflictResolving {
+    /// Resolves `local` against `remote` with `resolver`; false if the conflict stays.
     @discardableResult
     static func resolve(database: Database, documentID: String, local: RevisionID, remote: RevisionID,
-                        using custom: @Sendable (Conflict) throws -> Document?, reporter: Reporter, logger: Logger) -> Bool {
-        do {
-            let localDoc = try database.revision(local, of: documentID)
-            let remoteDoc = try database.revision(remote, of: documentID)
-            let conflict = Conflict(documentID: documentID,
-                                    local: localDoc?.isDeleted == false ? localDoc : nil,
-                                    remote: remoteDoc?.isDeleted == false ? remoteDoc : nil,
-                                    localRevisionID: local, remoteRevisionID: remote)
-            let resolution: ConflictResolution
-            do {
-                let answer = try ReplicationConflictResolver.resolution(for: conflict, in: database.uuid, using: custom)
-                if let warning = answer.warning { logger.warning("\(warning)", metadata: ["doc": "\(documentID)"]) }
-                resolution = answer.resolution
-            } catch {
-                logger.warning("conflict left for the next start", metadata: ["doc": "\(documentID)", "error": "\(error)"])
-                reporter.event(DocumentEvent(direction: .pull, documentID: documentID, revisionID: remote.description,
-                                             isDeleted: false, kind: .failed(error)))
-                return false
-            }
-            let created = try database.resolveConflict(documentID: documentID, local: local, remote: remote,
-                                                       using: .custom { _ in resolution })
-            reporter.event(DocumentEvent(direction: .pull, documentID: documentID, revisionID: (created ?? remote).description,
-                                         isDeleted: resolution == .delete, kind: .conflictResolved))
+                        using resolver: ConflictResolver, reporter: Reporter, logger: Logger) -> Bool {
+        do throws(StoreError) {
+            let created = try database.resolveConflict(documentID: documentID, local: local, remote: remote, using: resolver)
+            // The document as the resolution left it, for the event (a failed read only makes
+            // the event vaguer: the resolution is stored).
+            let current = try? database.document(documentID, includeDeleted: true)
+            reporter.event(DocumentEvent(direction: .pull, documentID: documentID,
+                                         revisionID: (created ?? current?.revisionID ?? remote).description,
+                                         isDeleted: current?.isDeleted ?? false, kind: .conflictResolved))
             return true
         } catch {
-            logger.warning("could not store a conflict's resolution", metadata: ["doc": "\(documentID)", "error": "\(error)"])
+            logger.warning("conflict left for the next start", metadata: ["doc": "\(documentID)", "error": "\(error)"])
             reporter.event(DocumentEvent(direction: .pull, documentID: documentID, revisionID: remote.description,
                                          isDeleted: false, kind: .failed(.store(error))))
             return false
@@ -40,13 +29,14 @@ enum ConflictResolving {
     }
 
     /// Resolves every conflict left in the database (from an earlier run) with `resolver`:
-    /// the current revision against each other live leaf.
-    static func resolveAll(database: Database, resolver: ReplicationConflictResolver?, reporter: Reporter, logger: Logger) {
-        // Under `keep` only a custom resolver the application configured settles anything.
-        guard resolver?.resolve != nil || database.conflictPolicy == .resolve,
+    /// the current revision against each other live leaf. Without a custom resolver the
+    /// database's policy decides: the default rule under `resolve`, nothing under `keep`.
+    static func resolveAll(database: Database, resolver: ConflictResolver?, reporter: Reporter, logger: Logger) {
+        let custom = resolver.customResolver
+        guard custom != nil || database.conflictPolicy == .resolve,
               let ids = try? database.conflictedDocumentIDs() else { return }
         for id in ids {
-            if let custom = resolver?.resolve {
+            if let custom {
                 while let tree = try? database.revisionTree(of: id), let cur = tree.current?.revisionID, let other = tree.conflicts.first {
                     guard resolve(database: database, documentID: id, local: cur, remote: other, using: custom, reporter: reporter, logger: logger) else { break }
                 }
@@ -55,4 +45,11 @@ enum ConflictResolving {
             }
         }
     }
+}
+
+extension Optional where Wrapped == ConflictResolver {
+    /// A replicator's configured resolver when it is a custom one (run by `ConflictResolving`
+    /// after the commit); nil for none or `.default`, which the database's `ConflictPolicy` runs
+    /// in the insert's own transaction.
+    var customResolver: ConflictResolver? { flatMap { $0.isDefault ? nil : $0 } }
 }

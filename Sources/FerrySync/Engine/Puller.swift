@@ -19,7 +19,7 @@ final class Puller: Sendable {
     enum Role: Sendable {
         /// The replicator's pull; `remote` names the peer for remote-revision bookkeeping.
         /// `downloads`: with a download policy, the queue its wanted attachments go to.
-        case active(remote: String, checkpointer: Checkpointer, resolver: ReplicationConflictResolver?,
+        case active(remote: String, checkpointer: Checkpointer, resolver: ConflictResolver?,
                     downloads: AttachmentDownloadQueue?)
         /// A listener taking a client's push.
         case passive
@@ -34,6 +34,9 @@ final class Puller: Sendable {
     let downloads: AttachmentDownloadQueue?
     let reporter: Reporter
     let logger: Logger
+    /// Whether design documents (`_design/…`) are refused, each with 403: a listener's client
+    /// without the admin role (CouchDB lets only database admins write them).
+    let refusesDesignDocuments: Bool
     private let ledger: PullLedger
     private let inserter: Inserter
     private let batches = RequestQueue()
@@ -41,8 +44,9 @@ final class Puller: Sendable {
 
     /// `maxPendingRevisions`: the ledger's gate (see `PullLedger`).
     init(role: Role, database: Database, connection: BLIPConnection, maxPendingRevisions: Int,
-         reporter: Reporter, logger: Logger) {
+         reporter: Reporter, refusesDesignDocuments: Bool = false, logger: Logger) {
         self.role = role
+        self.refusesDesignDocuments = refusesDesignDocuments
         if case .active(_, _, _, let queue) = role { downloads = queue } else { downloads = nil }
         self.database = database
         self.connection = connection
@@ -55,7 +59,7 @@ final class Puller: Sendable {
             // The database's policy resolves in the insert's own transaction (the default rule,
             // or nothing under `keep`); a custom resolver runs after the commit (it may throw,
             // and the conflict must then stay).
-            let inTransaction: ConflictResolver? = resolver?.resolve == nil ? database.conflictPolicy.automaticResolver : nil
+            let inTransaction = resolver.customResolver == nil ? database.conflictPolicy.automaticResolver : nil
             inserter = Inserter(database: database, remote: remote, resolver: inTransaction, allowConflicts: true,
                                 onTheWay: { ledger.onTheWay },
                                 afterInsert: { (batch, items, _) throws(StoreError) in
@@ -151,6 +155,7 @@ final class Puller: Sendable {
 
     private func handleRev(_ request: BLIPIncomingRequest) {
         ledger.arrived()
+        if refusesDesignDocuments, refuseDesignDocument(request) { return }
         let taken = RevReceiver.receive(request, database: database, downloads: downloads, failed: { [self] revision, error in
             giveUp(documentID: revision.documentID, revisionID: revision.history.first, isDeleted: revision.isDeleted,
                    arrived: true, error: error)
@@ -202,10 +207,22 @@ final class Puller: Sendable {
         if outcome.resolved {
             reporter.event(DocumentEvent(direction: .pull, documentID: documentID, revisionID: outcome.current?.description,
                                          isDeleted: false, kind: .conflictResolved))
-        } else if case .active(_, _, let resolver, _) = role, let custom = resolver?.resolve, let remote = try? RevisionID(rev) {
+        } else if case .active(_, _, let resolver, _) = role, let custom = resolver.customResolver, let remote = try? RevisionID(rev) {
             ConflictResolving.resolve(database: database, documentID: documentID, local: local, remote: remote,
                                       using: custom, reporter: reporter, logger: logger)
         }
+    }
+
+    /// Refuses a design document's `rev` (403, before any attachment is fetched) and returns
+    /// true; false for any other document.
+    private func refuseDesignDocument(_ request: BLIPIncomingRequest) -> Bool {
+        typealias Q = ReplicationProtocol.Property
+        let p = request.message.properties
+        guard let id = p[Q.id], Document.isDesignID(id) else { return false }
+        let error = StoreError.rejected(status: 403, message: "You are not a db or server admin.")
+        giveUp(documentID: id, revisionID: p[Q.rev], isDeleted: p.bool(Q.deleted), arrived: true, error: .store(error))
+        request.respondHTTPError(error.wireStatus, error.wireMessage)
+        return true
     }
 
     private func handleNoRev(_ request: BLIPIncomingRequest) {

@@ -23,12 +23,15 @@ final class PassivePeer: Sendable {
     /// Whether the client may only pull: its pushes are answered 403 and nothing is written.
     let readOnly: Bool
 
-    init(database: Database, connection: BLIPConnection, listener: SyncListener.Shared, readOnly: Bool = false, logger: Logger) {
+    /// `designDocuments`: whether the client may push design documents (`_design/…`); when
+    /// not, each is refused with 403 and the rest of its push goes on.
+    init(database: Database, connection: BLIPConnection, listener: SyncListener.Shared, readOnly: Bool = false,
+         designDocuments: Bool = true, logger: Logger) {
         (self.database, self.connection, self.listener, self.logger) = (database, connection, listener, logger)
         self.readOnly = readOnly
         puller = Puller(role: .passive, database: database, connection: connection,
                         maxPendingRevisions: ReplicatorTuning.maxPendingRevisions(batchSize: ReplicatorTuning.batchSize),
-                        reporter: listener.reporter, logger: logger)
+                        reporter: listener.reporter, refusesDesignDocuments: !designDocuments, logger: logger)
         let (stream, continuation) = AsyncStream<BLIPIncomingRequest>.makeStream()
         checkpoints = continuation
         // Store work never runs on the event loop; checkpoint messages are handled in order.

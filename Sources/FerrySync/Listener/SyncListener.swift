@@ -39,8 +39,9 @@ public final class SyncListener: Sendable {
         /// answered BLIP error 403 and nothing is written.
         public var readOnly = false
         /// Decides each client before its upgrade, given the request and the database name in
-        /// its path; replaces `credentials` when set (a daemon's users and roles).
-        public var authorize: (@Sendable (UpgradeRequest, String) -> PeerAccess)?
+        /// its path; replaces `credentials` when set (a daemon's users and roles). It runs off
+        /// the event loop (it may verify a password), and the upgrade waits for it.
+        public var authorize: (@Sendable (UpgradeRequest, String) async -> PeerAccess)?
         /// Takes connections whose first request is not a WebSocket upgrade (a REST API on
         /// the same port); without it they are refused.
         public var plainHTTP: WebSocketListener.PlainHTTPHandler?
@@ -50,7 +51,10 @@ public final class SyncListener: Sendable {
 
     /// What a client may do with a database, as `Configuration.authorize` decides.
     public enum PeerAccess: Sendable {
-        /// Push and pull.
+        /// Push and pull, design documents too (CouchDB's database admin).
+        case admin
+        /// Push and pull, except design documents (`_design/…`): each is refused with 403, as
+        /// CouchDB refuses them to its database members.
         case readWrite
         /// Pull only; its pushes are refused with 403.
         case readOnly
@@ -169,32 +173,51 @@ public final class SyncListener: Sendable {
                 guard let db = resolve(name) else {
                     return .refuse(status: 404, message: "no database at \(path)")
                 }
-                var readOnly = configuration.readOnly
+                // Accepts on the loop, once what the client may do is known.
+                // Without `authorize` there are no roles: whoever may push may push anything,
+                // design documents too.
+                let open = { (readOnly: Bool, designDocuments: Bool) -> UpgradeDecision in
+                    BLIPConnection.accept(request, on: loop, app: app, logger: logger) { conn in
+                        let key = ObjectIdentifier(conn)
+                        shared.peers.withLock { $0[key] = conn }
+                        shared.counters.connections.add(1, ordering: .relaxed)
+                        let peer = PassivePeer(database: db, connection: conn, listener: shared, readOnly: readOnly,
+                                               designDocuments: designDocuments, logger: logger)
+                        peer.register()
+                        Task {
+                            await peer.serve()
+                            shared.peers.withLock { _ = $0.removeValue(forKey: key) }
+                        }
+                    }
+                }
                 if let authorize = configuration.authorize {
-                    switch authorize(request, name) {
-                    case .readWrite: break
-                    case .readOnly: readOnly = true
-                    case let .refuse(status, message, headers):
-                        logger.info("refused client", metadata: ["peer": "\(request.remoteAddress.map { "\($0)" } ?? "?")", "status": "\(status)"])
-                        return .refuse(status: status, message: message, headers: headers)
+                    // Decided off the loop (a password check is a PBKDF2 run), then
+                    // answered on it.
+                    return .deferred { decide in
+                        // Confinement (UncheckedTransfer rule 1): `decide` and `open` are
+                        // called only in the closure `loop.execute` runs on this loop.
+                        let back = UncheckedTransfer((decide, open))
+                        Task {
+                            let access = await authorize(request, name)
+                            _ = loop.execute {
+                                let (decide, open) = back.value
+                                switch access {
+                                case .admin: decide(open(configuration.readOnly, true))
+                                case .readWrite: decide(open(configuration.readOnly, false))
+                                case .readOnly: decide(open(true, false))
+                                case let .refuse(status, message, headers):
+                                    logger.info("refused client", metadata: ["peer": "\(request.remoteAddress.map { "\($0)" } ?? "?")", "status": "\(status)"])
+                                    decide(.refuse(status: status, message: message, headers: headers))
+                                }
+                            }
+                        }
                     }
                 } else if let expected, request.headers["Authorization"] != expected {
                     logger.info("refused unauthenticated client", metadata: ["peer": "\(request.remoteAddress.map { "\($0)" } ?? "?")"])
                     return .refuse(status: 401, message: "login required",
                                    headers: HTTPHeaders([("WWW-Authenticate", #"Basic realm="Ferry""#)]))
                 }
-                let pullOnly = readOnly
-                return BLIPConnection.accept(request, on: loop, app: app, logger: logger) { conn in
-                    let key = ObjectIdentifier(conn)
-                    shared.peers.withLock { $0[key] = conn }
-                    shared.counters.connections.add(1, ordering: .relaxed)
-                    let peer = PassivePeer(database: db, connection: conn, listener: shared, readOnly: pullOnly, logger: logger)
-                    peer.register()
-                    Task {
-                        await peer.serve()
-                        shared.peers.withLock { _ = $0.removeValue(forKey: key) }
-                    }
-                }
+                return open(configuration.readOnly, true)
             }
         } catch {
             throw .connection("cannot listen on \(configuration.host):\(configuration.port): \(error)")

@@ -40,9 +40,13 @@ public struct ReplicatorConfiguration: Sendable {
     public var pullFilter: String?
     /// Parameters for the pull filter (sent as `subChanges` properties).
     public var pullFilterParameters: [String: String] = [:]
-    /// How pulled conflicts are resolved; nil = the store's default rule (a deletion wins; then
-    /// the longer branch; then the higher revision ID).
-    public var conflictResolver: ReplicationConflictResolver?
+    /// How pulled conflicts are resolved. nil or `.default`: as the database's `ConflictPolicy`
+    /// says — the default rule (a deletion wins; then the longer branch; then the higher
+    /// revision ID) in the insert's own transaction, or nothing under `keep`. A custom resolver
+    /// (`ConflictResolver.custom`) runs just after the commit, under either policy; when it
+    /// throws or answers with another database's document, the conflict stays, a `.failed`
+    /// document event reports it, and the next start (or `stop()`) tries again.
+    public var conflictResolver: ConflictResolver?
     /// Credentials for the peer.
     public var authenticator: Authenticator?
     /// Extra HTTP headers for the upgrade request.

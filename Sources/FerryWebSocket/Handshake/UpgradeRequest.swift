@@ -33,4 +33,9 @@ public enum UpgradeDecision {
     case accept(subprotocol: String?, headers: HTTPHeaders = HTTPHeaders(), handler: WebSocketHandler)
     /// Refuse with an HTTP status (e.g. 401 with `WWW-Authenticate`, 404 for an unknown path).
     case refuse(status: Int, message: String, headers: HTTPHeaders = HTTPHeaders())
+    /// Decide later, without holding the loop (a password check costs a PBKDF2 run): `start`
+    /// runs on the loop with a function that takes the decision, which must be called once,
+    /// on the same loop. The handshake timeout still applies while it waits; a decision that
+    /// comes after the connection closed or timed out is dropped.
+    case deferred((_ decide: @escaping (UpgradeDecision) -> Void) -> Void)
 }

@@ -12,6 +12,10 @@ final class ServerUpgrader: ConnectionHandler {
     private let plainHTTP: WebSocketListener.PlainHTTPHandler?
     private var timer: TimerHandle?
     private var done = false
+    /// A `.deferred` decision is pending: bytes that arrive meanwhile (a client may send
+    /// frames before it sees 101) are kept for the connection, not parsed as a head.
+    private var deciding = false
+    private var early: [UInt8] = []
     private let logger: Logger
 
     init(configuration: WebSocketConfiguration, logger: Logger,
@@ -60,6 +64,10 @@ final class ServerUpgrader: ConnectionHandler {
 
     func connectionRead(_ tcp: TCPConnection, _ bytes: UnsafeMutableRawBufferPointer) {
         guard !done else { return }
+        if deciding {
+            early += UnsafeRawBufferPointer(bytes)
+            return
+        }
         let parsed: (head: [UInt8], rest: [UInt8])?
         do {
             parsed = try parser.feed(UnsafeRawBufferPointer(bytes))
@@ -95,7 +103,26 @@ final class ServerUpgrader: ConnectionHandler {
             upgrade.isSecure = true
             upgrade.peerCertificate = session.peerCertificate
         }
-        switch hook(upgrade) {
+        apply(hook(upgrade), tcp, request: request, offer: offer, rest: rest)
+    }
+
+    private func apply(_ decision: UpgradeDecision, _ tcp: TCPConnection, request: HTTPRequestHead,
+                       offer: ServerHandshake.Offer, rest: [UInt8]) {
+        switch decision {
+        case let .deferred(start):
+            deciding = true
+            start { [self, tcp] later in
+                // Dropped when the connection closed or the handshake timed out meanwhile.
+                guard !done, !tcp.isClosed else { return }
+                deciding = false
+                if case .deferred = later {
+                    refuse(tcp, status: 500, message: "the upgrade was never decided")
+                    return
+                }
+                let more = early
+                early = []
+                apply(later, tcp, request: request, offer: offer, rest: rest + more)
+            }
         case let .refuse(status, message, headers):
             refuse(tcp, status: status, message: message, headers: headers)
         case let .accept(subprotocol, headers, handler):
