@@ -129,6 +129,9 @@ struct Serve: AsyncParsableCommand {
 
         let location: DatabaseRegistry.Location
         if let data = settings.data {
+            // Made before the users file (and the session secret beside it) is opened in it;
+            // FerryDaemon.start makes it too, for embedders that do not come through here.
+            try DatabaseRegistry.createDataDirectory(data)
             location = .directory(data)
         } else {
             location = .single(name: settings.name ?? URL(fileURLWithPath: settings.db).deletingPathExtension().lastPathComponent,

@@ -77,10 +77,11 @@ enum HTTPTestClient {
         return try parse(raw, method: method)
     }
 
-    /// Writes `request` and reads until the server closes, or until `needle` has arrived, or
-    /// for at most `timeout` seconds (SO_RCVTIMEO: a guard against a hang, not a wait).
+    /// Writes `request` and reads until the server closes, or until `needle` has arrived (or
+    /// `done` holds for what arrived), or for at most `timeout` seconds (SO_RCVTIMEO: a guard
+    /// against a hang, not a wait).
     static func exchange(port: Int, _ request: [UInt8], until needle: [UInt8]? = nil, timeout: Int = 120,
-                         halfClose: Bool = false) async throws -> [UInt8] {
+                         halfClose: Bool = false, done: (@Sendable ([UInt8]) -> Bool)? = nil) async throws -> [UInt8] {
         let result: Result<[UInt8], Failure> = await offPool {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             guard fd >= 0 else { return .failure(Failure(reason: "socket")) }
@@ -107,6 +108,7 @@ enum HTTPTestClient {
                 if n <= 0 { break }
                 out += buf[..<n]
                 if let needle, find(out, needle) != nil { break }
+                if let done, done(out) { break }
             }
             return .success(out)
         }

@@ -174,7 +174,8 @@ struct ProcessTests {
         let message = String(decoding: data, as: UTF8.self)
         #expect(p.terminationStatus == 3, "exit 3: unreachable")
         #expect(message.contains("ferry: gave up on ws://127.0.0.1:1/nobody, unreachable after"), "\(message)")
-        #expect(ContinuousClock.now - started < .seconds(30))
+        // Gave up (a guard for a busy machine, far from retrying on without end).
+        #expect(ContinuousClock.now - started < .seconds(120))
     }
 
     @Test func serveMeshAndCommandLineEditsPropagate() async throws {

@@ -71,20 +71,20 @@ struct SyncCommandTests {
         #expect(byTime.err.contains("--timeout 3 s"), "\(byTime.err)")
         // The replicator's own clock (from the first failed attempt): within the timeout. The
         // process's wall clock also counts its start, which a loaded machine (the whole suite
-        // in parallel on 2 cores) stretches: 2.9 s alone, up to 14 s under the full suite; the
-        // bound still tells it from retrying on (8.5 minutes before --timeout existed).
+        // in parallel on 2 cores) stretches: 2.9 s alone, 14-25 s under the full suite; the
+        // two-minute bound still tells it from retrying on (8.5 minutes before --timeout existed).
         let line = String(reason.first ?? "")
         var spent: Int?
         if let r = line.range(of: " in ") { spent = Int(line[r.upperBound...].prefix { $0.isNumber }) }
         #expect(spent != nil && spent! <= 3, "\(line)")
-        #expect(byTime.seconds < 3 + 20, "gave up after \(byTime.seconds) s with --timeout 3")
+        #expect(byTime.seconds < 3 + 120, "gave up after \(byTime.seconds) s with --timeout 3")
         print("unreachable, --timeout 3: exit \(byTime.status) after \(byTime.seconds) s: \(reason.first ?? "")")
 
         let byAttempts = try await runFerryTimed(["sync", "ws://127.0.0.1:1/nobody", "--db", dir.path("a.db"), "--max-attempts", "2",
                                                   "--timeout", "0"])
         #expect(byAttempts.status == 3, "\(byAttempts.err)")
         #expect(byAttempts.err.contains("unreachable after 2 attempts"), "\(byAttempts.err)")
-        #expect(byAttempts.seconds < 1 + 20, "two attempts took \(byAttempts.seconds) s")
+        #expect(byAttempts.seconds < 1 + 120, "two attempts took \(byAttempts.seconds) s")
         print("unreachable, --max-attempts 2: exit \(byAttempts.status) after \(byAttempts.seconds) s")
     }
 
@@ -118,11 +118,11 @@ struct SyncCommandTests {
         let url = "wss://127.0.0.1:\(peer.port)/naomi"
         let wrongPin = String(repeating: "ab", count: 32)
         for extra in [["--pin", wrongPin], []] {
-            let r = try await runFerryTimed(["sync", url, "--db", dir.path("molly.db"), "--timeout", "30"] + extra)
+            let r = try await runFerryTimed(["sync", url, "--db", dir.path("molly.db"), "--timeout", "600"] + extra)
             #expect(r.status == 5, "\(extra): \(r.err)")
             #expect(r.err.contains("ferry: TLS refused with wss://"), "\(r.err)")
-            // Not retried until the timeout (1 s alone; more under the full suite's load).
-            #expect(r.seconds < 20, "refused at once, not retried: \(r.seconds) s")
+            // Not retried until the ten-minute timeout (1 s alone; more under the full suite's load).
+            #expect(r.seconds < 120, "refused at once, not retried: \(r.seconds) s")
             #expect(!r.err.contains("attempts"), "\(r.err)")
         }
         // With its authority trusted, the same peer is accepted.
