@@ -154,6 +154,18 @@ struct AttachmentCodecTests {
         let inline = try await f.request("GET", "/db/d?attachments=true")
         #expect(inline.object["_attachments"]?.objectValue?["note.txt"]?.objectValue?["data"]?.stringValue == Data(text).base64EncodedString())
 
+        // An attachment stored with revpos 0 (CouchDB keeps one written inline with
+        // new_edits:false so) carries its bytes when no atts_since is asked — CouchDB's
+        // replicator then expects them and fails the job on a stub (missing_stub) — and is a
+        // stub under any atts_since, as CouchDB renders it.
+        let zero = #"{"_id":"z","_rev":"2-abcd","_revisions":{"start":2,"ids":["abcd","0123"]},"_attachments":{"b.txt":{"content_type":"text/plain","revpos":0,"data":"\#(Data("zero".utf8).base64EncodedString())"}}}"#
+        #expect(try await f.request("POST", "/db/_bulk_docs", json: #"{"new_edits":false,"docs":[\#(zero)]}"#).status == 201)
+        let zeroAll = try await f.request("GET", "/db/z?open_revs=all&revs=true&latest=true", headers: [("Accept", "multipart/mixed")])
+        let zeroOuter = try MultipartRelated(contentType: try #require(zeroAll.header("Content-Type")), body: zeroAll.body)
+        #expect(zeroOuter.parts.first?.header("content-type")?.hasPrefix("multipart/related") == true, "\(zeroAll.text)")
+        let zeroSince = try await f.request("GET", "/db/z?open_revs=all&revs=true&atts_since=%5B%221-0123%22%5D")
+        #expect(zeroSince.text.contains(#""stub":true"#), "\(zeroSince.text)")
+
         // Gzip that does not decode to the stated length is refused, nothing stored.
         let lying = #"{"_attachments":{"x":{"follows":true,"encoding":"gzip","length":5}}}"#
         let badBody = Self.multipart("B", [([], Array(lying.utf8)), (["Content-Encoding: gzip"], gz)])

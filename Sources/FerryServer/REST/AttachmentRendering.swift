@@ -50,10 +50,10 @@ enum AttachmentRendering {
     }
 
     /// A document object with stored `_attachments` rendered for `mode`: entries whose
-    /// `revpos` is after `sinceGeneration` and whose blob is here carry their bytes; every
-    /// other one is a stub. Parts come in name order, which is the order CanonicalJSON writes
+    /// `revpos` is after `sinceGeneration` (nil: no `atts_since` was asked, so every entry)
+    /// and whose blob is here carry their bytes; every other one is a stub. Parts come in name order, which is the order CanonicalJSON writes
     /// the entries in, so a reader pairing parts by order (RFC 2387, CouchDB) pairs them right.
-    static func render(_ db: Database, _ doc: [String: JSONValue], mode: Mode, sinceGeneration: Int = 0)
+    static func render(_ db: Database, _ doc: [String: JSONValue], mode: Mode, sinceGeneration: Int? = nil)
         -> (doc: [String: JSONValue], parts: [Part]) {
         guard case .object(let members)? = doc["_attachments"] else { return (doc, []) }
         guard mode != .stubs else { return (stubbed(doc), []) }
@@ -62,7 +62,7 @@ enum AttachmentRendering {
         for (name, value) in members.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
             guard case .object(let meta) = value else { out[name] = value; continue }
             let revpos = meta["revpos"]?.intValue.map(Int.init) ?? Int.max
-            guard revpos > sinceGeneration, let text = meta["digest"]?.stringValue, let digest = try? BlobDigest(text),
+            guard revpos > (sinceGeneration ?? -1), let text = meta["digest"]?.stringValue, let digest = try? BlobDigest(text),
                   let bytes = try? db.readBlob(digest: digest).readAll() else {
                 out[name] = .object(stub(meta))
                 continue
@@ -84,8 +84,11 @@ enum AttachmentRendering {
 
     /// The generation of the newest revision in `attsSince` that is `rev` or one of its
     /// ancestors (0 if none is): attachments with a `revpos` up to it are ones the client
-    /// already has (CouchDB's `atts_since`).
-    static func sinceGeneration(_ attsSince: [String], rev: RevisionID?, tree: RevisionTree?) -> Int {
+    /// already has (CouchDB's `atts_since`). Nil without `atts_since`: then even an attachment
+    /// stored with `revpos` 0 (CouchDB keeps one written inline with `new_edits:false` so)
+    /// carries its bytes, as CouchDB sends it; with `atts_since` CouchDB stubs it, and so do we.
+    static func sinceGeneration(_ attsSince: [String]?, rev: RevisionID?, tree: RevisionTree?) -> Int? {
+        guard let attsSince else { return nil }
         guard let rev, let tree, !attsSince.isEmpty else { return 0 }
         let history = Set(tree.history(of: rev).map(\.description))
         return attsSince.filter { history.contains($0) }.compactMap { try? RevisionID($0).generation }.max() ?? 0

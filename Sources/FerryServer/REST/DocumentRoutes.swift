@@ -70,7 +70,7 @@ extension RESTRouter {
             let etag = "\"\(doc.revisionID?.description ?? "")\""
             if r.header("If-None-Match") == etag { return RESTResponse(status: 304, headers: [("ETag", etag)]) }
             let multipart = withBytes && Self.accepts(r, "multipart/related")
-            let since = AttachmentRendering.sinceGeneration(attsSince ?? [], rev: doc.revisionID, tree: tree)
+            let since = AttachmentRendering.sinceGeneration(attsSince, rev: doc.revisionID, tree: tree)
             let (json, parts) = Self.documentObject(c.db, doc, tree: tree, revs: flag("revs"), revsInfo: flag("revs_info"),
                                                     conflicts: flag("conflicts"),
                                                     mode: withBytes ? (multipart ? .follows : .inline) : .stubs, since: since)
@@ -85,7 +85,7 @@ extension RESTRouter {
     /// A revision's JSON object with its attachments rendered for `mode` (CouchDB's stubs, or
     /// with the bytes of those changed after generation `since`), and the parts that follow.
     static func documentObject(_ db: Database, _ doc: Document, tree: RevisionTree?, revs: Bool, revsInfo: Bool = false,
-                               conflicts: Bool = false, mode: AttachmentRendering.Mode, since: Int = 0)
+                               conflicts: Bool = false, mode: AttachmentRendering.Mode, since: Int? = nil)
         -> (json: [String: JSONValue], parts: [AttachmentRendering.Part]) {
         var o = DocumentJSON.object(doc, tree: tree, revs: revs, revsInfo: revsInfo, conflicts: conflicts).objectValue ?? [:]
         guard mode != .stubs, let raw = doc.properties["_attachments"] else { return (o, []) }

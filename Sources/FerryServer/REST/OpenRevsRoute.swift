@@ -48,7 +48,7 @@ extension RESTRouter {
                     writer.part([("Content-Type", "application/json; error=\"true\"")], CanonicalJSON.encode(missing))
                     continue
                 }
-                let since = AttachmentRendering.sinceGeneration(attsSince ?? [], rev: doc.revisionID, tree: tree)
+                let since = AttachmentRendering.sinceGeneration(attsSince, rev: doc.revisionID, tree: tree)
                 let mode: AttachmentRendering.Mode = withBytes ? (multipart ? .follows : .inline) : .stubs
                 let (json, parts) = Self.documentObject(c.db, doc, tree: tree, revs: flag("revs"), mode: mode, since: since)
                 jsonItems.append(.object(["ok": .object(json)]))
