@@ -32,30 +32,11 @@ import ferryd  # noqa: E402
 FERRY, TMP = sys.argv[1], sys.argv[2]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COUCHDB = os.path.join(os.path.dirname(REPO), "shared", "tools", "couchdb", "couchdb")
-passed, failed = 0, []
+tally = ferryd.Tally()
+check, ok, free_port = tally.check, ferryd.ok, ferryd.free_port
 
 
-def check(cond, what):
-    global passed
-    if cond:
-        passed += 1
-    else:
-        failed.append(what)
-        print(f"FAIL: {what}", flush=True)
-    return cond
 
-
-def ok(r, *codes):
-    if (r.status_code not in codes) if codes else not (200 <= r.status_code < 300):
-        raise SystemExit(f"{r.request.method} {r.request.url} -> {r.status_code} {r.text[:500]}")
-    return r
-
-
-def free_port():
-    # CouchDB takes a port number, not 0: ask the kernel for one that is free now.
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class CountingProxy:
@@ -271,8 +252,8 @@ def main():
             proc.terminate()
             proc.wait()
         subprocess.run([COUCHDB, "stop", couch_dir, "--wipe"], capture_output=True)
-    print(f"{passed} passed, {len(failed)} failed")
-    return 1 if failed else 0
+    print(tally.summary())
+    return tally.status()
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ first, as it does by default. Run by Tests/REST/interop:
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -37,33 +36,15 @@ import ferryd  # noqa: E402
 FERRY, TMP = sys.argv[1], sys.argv[2]
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 COUCH = os.path.abspath(os.path.join(ROOT, "..", "shared", "tools", "couchdb", "couchdb"))
-passed, failed = 0, []
+tally = ferryd.Tally()
+check, ok, free_port = tally.check, ferryd.ok, ferryd.free_port
 
 if not os.access(COUCH, os.X_OK):
     print(f"SKIPPED: no CouchDB at {COUCH} (../shared/tools/couchdb)")
     sys.exit(77)
 
 
-def check(cond, what):
-    global passed
-    if cond:
-        passed += 1
-    else:
-        failed.append(what)
-        print(f"FAIL: {what}", flush=True)
-    return cond
 
-
-def ok(r, *codes):
-    if (r.status_code not in codes) if codes else not (200 <= r.status_code < 300):
-        raise SystemExit(f"{r.request.method} {r.request.url} -> {r.status_code} {r.text[:300]}")
-    return r
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
@@ -356,5 +337,5 @@ finally:
         ferry_proc.wait(timeout=30)
     subprocess.run([COUCH, "stop", couch_dir, "--wipe"], capture_output=True)
 
-print(f"{passed} passed, {len(failed)} failed")
-sys.exit(1 if failed else 0)
+print(tally.summary())
+sys.exit(tally.status())

@@ -39,27 +39,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ferryd  # noqa: E402
 
 FERRY, TMP = sys.argv[1], sys.argv[2]
-passed, failed = 0, []
+tally = ferryd.Tally()
+check, ok, free_port = tally.check, ferryd.ok, ferryd.free_port
 
-
-def check(cond, what):
-    global passed
-    if cond:
-        passed += 1
-    else:
-        failed.append(what)
-        print(f"FAIL: {what}", flush=True)
-    return cond
 
 
 def start_daemon(name, *args):
     return ferryd.serve(FERRY, os.path.join(TMP, f"repl-{name}"), TMP, f"repl-{name}", users=args)
 
-
-def ok(r, *codes):
-    if (r.status_code not in codes) if codes else not (200 <= r.status_code < 300):
-        raise SystemExit(f"{r.request.method} {r.request.url} -> {r.status_code} {r.text[:300]}")
-    return r
 
 
 class Replicator:
@@ -285,9 +272,9 @@ def main():
     for name in ("source", "target"):
         err = open(os.path.join(TMP, f"repl-{name}.err")).read()
         check("Fatal error" not in err and "Backtrace" not in err, f"the {name} daemon did not crash: {err[-300:]}")
-    print(f"CouchDB-protocol replication: {len(failed)} failed")
-    print(f"{passed} passed, {len(failed)} failed")
-    return 1 if failed else 0
+    print(f"CouchDB-protocol replication: {len(tally.failed)} failed")
+    print(tally.summary())
+    return tally.status()
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -31,23 +30,10 @@ FERRY, TMP = sys.argv[1], sys.argv[2]
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 COUCH = os.path.join(ROOT, "..", "shared", "tools", "couchdb", "couchdb")
 TIMEOUT = 10
-passed, failed = 0, []
+tally = ferryd.Tally()
+check, ok, free_port = tally.check, ferryd.ok, ferryd.free_port
 
 
-def check(cond, what):
-    global passed
-    if cond:
-        passed += 1
-    else:
-        failed.append(what)
-        print(f"FAIL: {what}", flush=True)
-    return cond
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cookie_attributes(header):
@@ -218,8 +204,8 @@ def main():
             ferry_proc.wait()
         subprocess.run([COUCH, "stop", couch_dir, "--wipe"], capture_output=True)
         shutil.rmtree(couch_dir, ignore_errors=True)
-    print(f"{passed} passed, {len(failed)} failed")
-    sys.exit(1 if failed else 0)
+    print(tally.summary())
+    sys.exit(tally.status())
 
 
 main()

@@ -31,17 +31,10 @@ DATA = os.path.join(TMP, "interop-data")
 PASSWORDS = {"reader": "r-pass", "writer": "w-pass", "dbadmin": "d-pass", "admin": "a-pass"}
 ROLES = {"reader": "shared=reader", "writer": "shared=writer", "dbadmin": "shared=admin", "admin": "*=admin"}
 
-passed, failed, pending = 0, [], []
+tally = ferryd.Tally()
+check = tally.check
+pending = []
 
-
-def check(cond, what):
-    global passed
-    if cond:
-        passed += 1
-    else:
-        failed.append(what)
-        print(f"FAIL: {what}", flush=True)
-    return cond
 
 
 def not_served(r):
@@ -533,9 +526,9 @@ def main():
     check("Fatal error" not in err and "Backtrace" not in err, f"the daemon did not crash: {err[-500:]}")
     if pending:
         print(f"PENDING routes (not served by this build): {', '.join(sorted(set(pending)))}")
-    print(f"REST interop: {len(failed)} failed, {len(set(pending))} routes pending")
-    print(f"{passed} passed, {len(failed)} failed")
-    return 1 if failed else 0
+    print(f"REST interop: {len(tally.failed)} failed, {len(set(pending))} routes pending")
+    print(tally.summary())
+    return tally.status()
 
 
 if __name__ == "__main__":
