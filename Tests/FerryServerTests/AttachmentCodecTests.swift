@@ -92,6 +92,15 @@ struct AttachmentCodecTests {
         let put = try await f.request("PUT", "/db/d?new_edits=false", body: body, headers: [("Content-Type", "multipart/related; boundary=\"B\"")])
         #expect(put.status == 201, "\(put.text)")
         #expect(try await f.request("GET", "/db/d/note.txt").body == text)
+        // Served gzip-encoded to a client that takes gzip (as CouchDB serves what it stores
+        // so), as it is to one that does not, or says q=0; a binary type never.
+        let zipped = try await f.request("GET", "/db/d/note.txt", headers: [("Accept-Encoding", "deflate, gzip;q=0.5")])
+        #expect(zipped.header("Content-Encoding") == "gzip")
+        #expect(try GzipAttachment.decode(zipped.body[...], expectedLength: Int64(text.count), name: "note.txt") == text)
+        let refusedGzip = try await f.request("GET", "/db/d/note.txt", headers: [("Accept-Encoding", "gzip;q=0")])
+        #expect(refusedGzip.header("Content-Encoding") == nil && refusedGzip.body == text)
+        let raw = try await f.request("GET", "/db/d/bin", headers: [("Accept-Encoding", "gzip")])
+        #expect(raw.header("Content-Encoding") == nil && raw.body == binary)
 
         // Every read shows CouchDB's stubs.
         let doc = try await f.request("GET", "/db/d")

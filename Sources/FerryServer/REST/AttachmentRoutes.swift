@@ -51,6 +51,14 @@ extension RESTRouter {
             let length = reader.length
             switch Self.byteRange(c.request.header("Range"), length: length) {
             case .whole:
+                if c.request.method == "GET", length <= Self.attachmentMemoryLimit,
+                   GzipAttachment.isCompressible(a.contentType), GzipAttachment.accepted(by: c.request.header("Accept-Encoding")) {
+                    // CouchDB serves compressible attachments gzip-encoded to a client that takes
+                    // gzip (it stores them so); Ferry stores them decoded and encodes here, up to
+                    // the in-memory limit (a larger one streams as it is).
+                    headers += [("Content-Encoding", "gzip"), ("Vary", "Accept-Encoding")]
+                    return RESTResponse(status: 200, headers: headers, body: .bytes(GzipAttachment.encode(try reader.readAll())))
+                }
                 return RESTResponse(status: 200, headers: headers, body: try Self.blobBody(reader, from: 0, count: length, head: c.request.method == "HEAD"))
             case .part(let lo, let hi):
                 headers.append(("Content-Range", "bytes \(lo)-\(hi)/\(length)"))

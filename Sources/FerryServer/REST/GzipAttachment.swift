@@ -60,6 +60,28 @@ enum GzipAttachment {
     /// request body is already capped; this caps what it may inflate to).
     static let maxDecoded = 256 << 20
 
+    /// Whether CouchDB would store (and so serve) an attachment of `contentType` gzip-encoded:
+    /// its default `[attachments] compressible_types` (`text/*, application/javascript,
+    /// application/json, application/xml`), parameters ignored.
+    static func isCompressible(_ contentType: String?) -> Bool {
+        guard let contentType else { return false }
+        let type = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        return type.hasPrefix("text/") || ["application/javascript", "application/json", "application/xml"].contains(type)
+    }
+
+    /// Whether an `Accept-Encoding` field takes gzip (RFC 9110 §12.5.3: `gzip`, `x-gzip` or
+    /// `*`, with a `q` above 0).
+    static func accepted(by acceptEncoding: String?) -> Bool {
+        guard let acceptEncoding else { return false }
+        for item in acceptEncoding.split(separator: ",") {
+            let parts = item.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            guard let coding = parts.first, ["gzip", "x-gzip", "*"].contains(coding) else { continue }
+            let q = parts.dropFirst().first { $0.hasPrefix("q=") }.flatMap { Double($0.dropFirst(2)) } ?? 1
+            return q > 0
+        }
+        return false
+    }
+
     /// `bytes` as one gzip member (for tests and for clients that ask for gzip).
     static func encode(_ bytes: [UInt8], level: Int32 = 6) -> [UInt8] {
         var stream = z_stream()
