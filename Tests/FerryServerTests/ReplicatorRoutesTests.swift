@@ -186,6 +186,32 @@ struct ReplicatorRoutesTests {
         #expect(try await a.request("POST", "/_replicator/nope/_pause", user: Self.root).status == 404)
     }
 
+    /// `create_target: true` makes a missing local target first (CouchDB's option), with
+    /// `create_target_params.conflict_policy`; a bad parameter is 400 and makes nothing; in a
+    /// push the target is the peer, and nothing local is made.
+    @Test func createTargetMakesTheLocalDatabaseWithItsPolicy() async throws {
+        let a = try await DaemonFixture(users: [Self.admin], databases: ["alpha"])
+        defer { Task { await a.stop() } }
+        let b = try await DaemonFixture(allowAnonymous: true, databases: ["beta"])
+        defer { Task { await b.stop() } }
+        #expect(try await b.request("PUT", "/beta/one", json: "{}").status == 201)
+        let source = "http://127.0.0.1:\(b.daemon.port)/beta"
+        let bad = try await a.request("POST", "/_replicate", json: #"{"source":"\#(source)","target":"fresh","create_target":true,"create_target_params":{"conflict_policy":"merge"}}"#, user: Self.root)
+        #expect(bad.status == 400 && bad.text.contains("conflict_policy"), "\(bad.text)")
+        #expect(try await a.request("GET", "/fresh", user: Self.root).status == 404)
+        let r = try await a.request("POST", "/_replicate", json: #"{"source":"\#(source)","target":"fresh","create_target":true,"create_target_params":{"conflict_policy":"keep"}}"#, user: Self.root)
+        #expect(r.status == 200, "\(r.text)")
+        let info = try await a.request("GET", "/fresh", user: Self.root)
+        #expect(info.object["conflict_policy"] == "keep")
+        #expect(try await a.request("GET", "/fresh/one", user: Self.root).status == 200)
+        // Again, now that it exists: nothing to make, the replication runs.
+        #expect(try await a.request("POST", "/_replicate", json: #"{"source":"\#(source)","target":"fresh","create_target":true}"#, user: Self.root).status == 200)
+        // A push: the target is the peer; no local database appears under its name.
+        let push = try await a.request("POST", "/_replicate", json: #"{"source":"alpha","target":"http://127.0.0.1:\#(b.daemon.port)/gamma","create_target":true}"#, user: Self.root)
+        #expect(push.status == 404, "\(push.text)")
+        #expect(try await a.request("GET", "/gamma", user: Self.root).status == 404)
+    }
+
     /// A periodic replication runs again after its period, within its budget, and the mode
     /// switches its period.
     @Test func periodicRunsAndTheModeSwitchesThePeriod() async throws {

@@ -28,13 +28,13 @@ enum ReplicatorRoutes {
         let identity = try await router.identify(request)
         guard router.access.isServerAdmin(identity) else { throw RESTError.forbidden("You are not a server admin.") }
         switch first {
-        case "_replicator": return try await replicator(request, scheduler)
-        case "_replicate": return try await replicate(request, scheduler)
+        case "_replicator": return try await replicator(request, router, scheduler)
+        case "_replicate": return try await replicate(request, router, scheduler)
         default: return try await schedulerRoute(request, scheduler)
         }
     }
 
-    private static func replicator(_ r: RESTRequest, _ scheduler: ReplicationScheduler) async throws(RESTError) -> RESTResponse {
+    private static func replicator(_ r: RESTRequest, _ router: RESTRouter, _ scheduler: ReplicationScheduler) async throws(RESTError) -> RESTResponse {
         let s = r.segments
         if s.count == 1 {
             switch r.method {
@@ -44,7 +44,7 @@ enum ReplicatorRoutes {
             case "POST":
                 let body = try RESTRouter.jsonObject(r)
                 let id = body["_id"]?.stringValue ?? RESTRouter.newID()
-                return try await put(id, body, r, scheduler)
+                return try await put(id, body, r, router, scheduler)
             default: throw .methodNotAllowed("GET,HEAD,POST")
             }
         }
@@ -74,7 +74,7 @@ enum ReplicatorRoutes {
             guard let e = scheduler.entry(id), !e.transient else { throw .notFound("missing") }
             return .json(200, ReplicationJob.document(e), headers: [("ETag", "\"\(e.revision)\"")])
         case "PUT":
-            return try await put(id, try RESTRouter.jsonObject(r, strict: false), r, scheduler)
+            return try await put(id, try RESTRouter.jsonObject(r, strict: false), r, router, scheduler)
         case "DELETE":
             let rev = r[query: "rev"] ?? r.header("If-Match")?.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
             guard let rev else { throw .conflict }
@@ -84,13 +84,14 @@ enum ReplicatorRoutes {
         }
     }
 
-    private static func put(_ id: String, _ body: [String: JSONValue], _ r: RESTRequest,
+    private static func put(_ id: String, _ body: [String: JSONValue], _ r: RESTRequest, _ router: RESTRouter,
                             _ scheduler: ReplicationScheduler) async throws(RESTError) -> RESTResponse {
         guard ReplicationSpec.isValidID(id) else {
             throw .badRequest("Invalid replication ID \(id.debugDescription): not empty, no '/', not starting with '_'")
         }
         let spec: ReplicationSpec
         do { spec = try ReplicationSpec(id: id, json: body) } catch { throw .badRequest(error.reason) }
+        try createTargetIfAsked(spec, body, router)
         let rev = body["_rev"]?.stringValue ?? r[query: "rev"]
         let exclusively = r[query: "exclusively"] == "true" || body["exclusively"]?.boolValue == true
         let newRev = try await call { () throws(ReplicationScheduler.Failure) in try await scheduler.put(spec, revision: rev, exclusively: exclusively) }
@@ -100,7 +101,7 @@ enum ReplicatorRoutes {
     /// `POST /_replicate`: a one-off replication (CouchDB's shape). A one-shot one answers when
     /// done, with its history; a continuous one answers at once with its `_local_id`; `cancel`
     /// stops one by `replication_id`.
-    private static func replicate(_ r: RESTRequest, _ scheduler: ReplicationScheduler) async throws(RESTError) -> RESTResponse {
+    private static func replicate(_ r: RESTRequest, _ router: RESTRouter, _ scheduler: ReplicationScheduler) async throws(RESTError) -> RESTResponse {
         try RESTRouter.allow(r, ["POST"])
         let body = try RESTRouter.jsonObject(r)
         if body["cancel"]?.boolValue == true {
@@ -118,6 +119,7 @@ enum ReplicatorRoutes {
         guard spec.schedule == nil, spec.conditions.isEmpty else {
             throw .badRequest("schedule and conditions belong in a _replicator document, not a one-off _replicate")
         }
+        try createTargetIfAsked(spec, body, router)
         let (done, error) = try await call { () throws(ReplicationScheduler.Failure) in try await scheduler.runOnce(spec) }
         if spec.continuous { return .json(202, .object(["ok": true, "_local_id": .string(id)])) }
         let j = done.journal
@@ -135,6 +137,33 @@ enum ReplicatorRoutes {
         return .json(200, .object(["ok": true, "_local_id": .string(id), "docs_pushed": .int(Int64(j.docsPushed)),
                                    "docs_pulled": .int(Int64(j.docsPulled)), "doc_write_failures": .int(Int64(j.docWriteFailures)),
                                    "history": ReplicationJob.job(done, session: nil).objectValue?["history"] ?? .array([])]))
+    }
+
+    /// CouchDB's `create_target: true`: the target database is made first when it is missing,
+    /// with `create_target_params` as the parameters of its `PUT /{db}` (Ferry reads
+    /// `conflict_policy`; CouchDB's cluster parameters mean nothing here). Ferry makes only a
+    /// local database: the target of a pull, or the database of a two-way replication. In a
+    /// push the target is the peer, which must have it (else the job fails `db_not_found`).
+    private static func createTargetIfAsked(_ spec: ReplicationSpec, _ body: [String: JSONValue],
+                                            _ router: RESTRouter) throws(RESTError) {
+        guard body["create_target"]?.boolValue == true, spec.direction != .push else { return }
+        var policy: ConflictPolicy?
+        if let params = body["create_target_params"], params != .null {
+            guard let o = params.objectValue else { throw .badRequest("create_target_params must be an object") }
+            if let text = o["conflict_policy"] {
+                guard let p = text.stringValue.flatMap(ConflictPolicy.init(rawValue:)) else {
+                    throw .badRequest("create_target_params.conflict_policy must be one of: "
+                                      + ConflictPolicy.allCases.map(\.rawValue).joined(separator: ", "))
+                }
+                policy = p
+            }
+        }
+        guard router.registry.database(spec.database) == nil else { return }
+        do {
+            _ = try router.registry.create(spec.database, conflictPolicy: policy)
+        } catch where error.status == 412 {
+            // Made by another request meanwhile: it is there, which is what was asked.
+        }
     }
 
     private static func schedulerRoute(_ r: RESTRequest, _ scheduler: ReplicationScheduler) async throws(RESTError) -> RESTResponse {
