@@ -51,8 +51,9 @@ enum AttachmentRendering {
 
     /// A document object with stored `_attachments` rendered for `mode`: entries whose
     /// `revpos` is after `sinceGeneration` (nil: no `atts_since` was asked, so every entry)
-    /// and whose blob is here carry their bytes; every other one is a stub. Parts come in name order, which is the order CanonicalJSON writes
-    /// the entries in, so a reader pairing parts by order (RFC 2387, CouchDB) pairs them right.
+    /// and whose blob is here carry their bytes; every other one is a stub. Parts come in name
+    /// order, which is the order CanonicalJSON writes the entries in, so a reader pairing parts
+    /// by order (RFC 2387, CouchDB) pairs them right.
     static func render(_ db: Database, _ doc: [String: JSONValue], mode: Mode, sinceGeneration: Int? = nil)
         -> (doc: [String: JSONValue], parts: [Part]) {
         guard case .object(let members)? = doc["_attachments"] else { return (doc, []) }
