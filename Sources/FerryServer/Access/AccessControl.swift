@@ -128,7 +128,8 @@ public final class AccessControl: Sendable {
         if let certificate {
             let digest = "sha256:" + Self.hex(certificate.sha256)
             let cn = certificate.commonName.map { "cn:" + $0 }
-            if let user = currentUsers().values.first(where: { $0.certificates.contains(digest) || (cn != nil && $0.certificates.contains(cn!)) }) {
+            let names = [digest] + (cn.map { [$0] } ?? [])
+            if let user = currentUsers().values.first(where: { u in names.contains { u.certificates.contains($0) } }) {
                 return .success(Authentication(identity: .user(user.name), method: "certificate"))
             }
         }
