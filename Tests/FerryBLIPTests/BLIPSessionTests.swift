@@ -226,7 +226,7 @@ import Testing
         ("response to an unsent request", frame(number: 9, flags: 1, stream: [0x00])),
     ]
 
-    @Test(.timeLimit(.minutes(1)), arguments: fatalCases)
+    @Test(.timeLimit(.minutes(5)), arguments: fatalCases)
     func fatalErrors(name: String, frame: [UInt8]) {
         let s = BLIPSession()
         #expect(throws: BLIPError.self, "\(name)") { _ = try s.receive(frame) }

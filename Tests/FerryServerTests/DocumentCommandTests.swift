@@ -385,7 +385,7 @@ struct DocumentCommandTests {
     /// declines to resolve (an app that leaves conflicts to its user), so the conflict stays
     /// in her file: `ferry conflicts` lists it, `get --revs` shows it, `ferry resolve` keeps her
     /// edit, and the next `ferry sync` gives Naomi the resolution — no conflict on either side.
-    @Test(.timeLimit(.minutes(2))) func aConflictBetweenTwoPeersIsResolvedFromTheShellAndReplicates() async throws {
+    @Test(.timeLimit(.minutes(5))) func aConflictBetweenTwoPeersIsResolvedFromTheShellAndReplicates() async throws {
         let dir = TempDir()
         let molly = dir.path("molly.db"), naomiDB = dir.path("naomi.db")
         let naomi = try await ServeProcess(["--db", naomiDB, "--name", "naomi", "--allow-anonymous", "--no-advertise"])

@@ -152,7 +152,7 @@ struct ConflictTests {
         await molly.stop(); await naomi.stop()
     }
 
-    @Test(.timeLimit(.minutes(1))) func stopResolvesPendingConflictsBeforeItReturns() async throws {
+    @Test(.timeLimit(.minutes(5))) func stopResolvesPendingConflictsBeforeItReturns() async throws {
         struct NotYet: Error {}
         let (molly, naomi) = try await divergedPair()
         let refusing = Mutex(true)

@@ -43,7 +43,7 @@ final class SmallFilesystem: Sendable {
 struct DiskFullTests {
     /// `.push`: the full disk is the serving peer's (it answers 503); `.pull`: the pulling
     /// replicator's own (it ends the session, keeping its checkpoint before what it could not store).
-    @Test(.timeLimit(.minutes(1)), arguments: [ReplicatorConfiguration.ReplicatorType.push, .pull])
+    @Test(.timeLimit(.minutes(5)), arguments: [ReplicatorConfiguration.ReplicatorType.push, .pull])
     func aFullDiskRefusesWritesLosesNothingAndCatchesUp(_ type: ReplicatorConfiguration.ReplicatorType) async throws {
         let disk = try SmallFilesystem(megabytes: 3)
         let small = try Database.open(at: disk.path + "/small.ferry")

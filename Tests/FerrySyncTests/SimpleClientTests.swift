@@ -9,7 +9,7 @@ import Testing
 /// message.
 @Suite("A simple client pushing one revision per message")
 struct SimpleClientTests {
-    @Test(.timeLimit(.minutes(1))) func proposalsInFlightTogetherEachGetTheirOwnAnswer() async throws {
+    @Test(.timeLimit(.minutes(5))) func proposalsInFlightTogetherEachGetTheirOwnAnswer() async throws {
         let naomi = try await Peer.make("naomi", serving: true)
         try naomi.put("taken", ["v": 1])
         let current = try #require(try naomi.db.document("taken")?.revisionID).description
