@@ -24,6 +24,8 @@ struct HTTPConnectionTests {
         #expect(statuses == ["201", "200", "404"])
         #expect(raw.contains(#""n":1"#))
         #expect(raw.contains("Connection: close"))
+        // Every answer carries Date (RFC 9110 §6.6.1; clients age their caches by it).
+        #expect(raw.components(separatedBy: "\r\nDate: ").count == 4, "\(raw)")
     }
 
     @Test func aClientThatClosesItsSendingSideStillGetsEveryAnswer() async throws {

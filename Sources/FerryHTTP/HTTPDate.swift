@@ -1,0 +1,43 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Synchronization
+
+/// The `Date` field value of a response (RFC 9110 §5.6.7, IMF-fixdate:
+/// `Sun, 06 Nov 1994 08:49:37 GMT`), which an origin server with a clock must send (§6.6.1) and
+/// which clients use to age cached answers. Formatted once per second and shared: a busy server
+/// writes tens of thousands of answers a second.
+public enum HTTPDate {
+    private static let cache = Mutex<(second: Int, text: String)>((-1, ""))
+
+    /// The field value for now.
+    public static func now() -> String {
+        var t = time(nil)
+        let second = Int(t)
+        if let hit = cache.withLock({ $0.second == second ? $0.text : nil }) { return hit }
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        let text = format(parts)
+        cache.withLock { $0 = (second, text) }
+        return text
+    }
+
+    /// `parts` (UTC) as IMF-fixdate, without the C locale's say in it.
+    static func format(_ p: tm) -> String {
+        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        return "\(days[Int(p.tm_wday) % 7]), \(two(p.tm_mday)) \(months[Int(p.tm_mon) % 12]) \(p.tm_year + 1900) "
+            + "\(two(p.tm_hour)):\(two(p.tm_min)):\(two(p.tm_sec)) GMT"
+    }
+
+    /// The IMF-fixdate of `seconds` since 1970 (UTC).
+    public static func format(secondsSince1970 seconds: Int) -> String {
+        var t = time_t(seconds)
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        return format(parts)
+    }
+}
