@@ -219,6 +219,8 @@ struct SessionTests {
 
         let started = DispatchSemaphore(value: 0)
         let gate = DispatchSemaphore(value: 0)
+        // Opened however the test ends, so a failed expectation cannot leave the pool held.
+        defer { gate.signal() }
         let holder = Task { try await pool.run { started.signal(); gate.wait() } }
         await offPool { started.wait() }
         let statuses = Statuses()
