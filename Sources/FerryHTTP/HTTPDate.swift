@@ -14,30 +14,22 @@ public enum HTTPDate {
 
     /// The field value for now.
     public static func now() -> String {
-        var t = time(nil)
-        let second = Int(t)
+        let second = Int(time(nil))
         if let hit = cache.withLock({ $0.second == second ? $0.text : nil }) { return hit }
-        var parts = tm()
-        gmtime_r(&t, &parts)
-        let text = format(parts)
+        let text = format(secondsSince1970: second)
         cache.withLock { $0 = (second, text) }
         return text
     }
 
-    /// `parts` (UTC) as IMF-fixdate, without the C locale's say in it.
-    static func format(_ p: tm) -> String {
+    /// The IMF-fixdate of `seconds` since 1970 (UTC), without the C locale's say in it.
+    public static func format(secondsSince1970 seconds: Int) -> String {
+        var t = time_t(seconds)
+        var p = tm()
+        gmtime_r(&t, &p)
         let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
         func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
         return "\(days[Int(p.tm_wday) % 7]), \(two(p.tm_mday)) \(months[Int(p.tm_mon) % 12]) \(p.tm_year + 1900) "
             + "\(two(p.tm_hour)):\(two(p.tm_min)):\(two(p.tm_sec)) GMT"
-    }
-
-    /// The IMF-fixdate of `seconds` since 1970 (UTC).
-    public static func format(secondsSince1970 seconds: Int) -> String {
-        var t = time_t(seconds)
-        var parts = tm()
-        gmtime_r(&t, &parts)
-        return format(parts)
     }
 }

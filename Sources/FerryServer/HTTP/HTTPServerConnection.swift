@@ -198,7 +198,7 @@ final class HTTPServerConnection: ConnectionHandler {
             nextToWrite += 1
             activity &+= 1
             var headers = response.headers
-            if !headers.contains(where: { $0.name.lowercased() == "date" }) { headers.append(("Date", HTTPDate.now())) }
+            headers.append(("Date", HTTPDate.now()))
             if !keepAlive { headers.append(("Connection", "close")) }
             let head = HTTPResponseHead(status: response.status, headers: headers)
             switch response.body {

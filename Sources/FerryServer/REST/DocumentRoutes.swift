@@ -97,9 +97,7 @@ extension RESTRouter {
     /// Whether the request's `Accept` names `type` (parameters and quality ignored).
     static func accepts(_ r: RESTRequest, _ type: String) -> Bool {
         guard let accept = r.header("Accept") else { return false }
-        return accept.split(separator: ",").contains {
-            $0.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() == type
-        }
+        return accept.split(separator: ",").contains { MediaType.essence($0) == type }
     }
 
     /// The revision a write names: `?rev=`, `If-Match` or the body's `_rev`, which must agree.

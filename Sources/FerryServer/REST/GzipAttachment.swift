@@ -65,7 +65,7 @@ enum GzipAttachment {
     /// application/json, application/xml`), parameters ignored.
     static func isCompressible(_ contentType: String?) -> Bool {
         guard let contentType else { return false }
-        let type = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        let type = MediaType.essence(contentType)
         return type.hasPrefix("text/") || ["application/javascript", "application/json", "application/xml"].contains(type)
     }
 

@@ -32,7 +32,7 @@ struct MultipartRelated {
     /// Whether a `Content-Type` announces `multipart/related`.
     static func isMultipartRelated(_ contentType: String?) -> Bool {
         guard let contentType else { return false }
-        return contentType.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() == "multipart/related"
+        return MediaType.essence(contentType) == "multipart/related"
     }
 
     /// Splits `body` by the boundary that `contentType` names.

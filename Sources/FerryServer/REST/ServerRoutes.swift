@@ -35,14 +35,17 @@ extension RESTRouter {
     func createDatabase(_ r: RESTRequest, _ name: String, _ identity: AccessControl.Identity) throws(RESTError) -> RESTResponse {
         guard access.isServerAdmin(identity) else { throw .forbidden("You are not a server admin.") }
         var policy: ConflictPolicy?
-        if let text = r[query: "conflict_policy"] {
-            guard let p = ConflictPolicy(rawValue: text) else {
-                throw .badRequest("conflict_policy must be one of: " + ConflictPolicy.allCases.map(\.rawValue).joined(separator: ", "))
-            }
-            policy = p
-        }
+        if let text = r[query: "conflict_policy"] { policy = try Self.conflictPolicy(text, parameter: "conflict_policy") }
         _ = try registry.create(name, conflictPolicy: policy)
         return .json(201, Array(#"{"ok":true}"#.utf8), headers: [("Location", "/" + PercentDecoding.encodeSegment(name))])
+    }
+
+    /// A new database's `ConflictPolicy` named by `text` (the value of `parameter`); 400 otherwise.
+    static func conflictPolicy(_ text: String, parameter: String) throws(RESTError) -> ConflictPolicy {
+        guard let p = ConflictPolicy(rawValue: text) else {
+            throw .badRequest("\(parameter) must be one of: " + ConflictPolicy.allCases.map(\.rawValue).joined(separator: ", "))
+        }
+        return p
     }
 
     func databaseInfo(_ c: Context) throws(RESTError) -> RESTResponse {

@@ -150,12 +150,8 @@ enum ReplicatorRoutes {
         var policy: ConflictPolicy?
         if let params = body["create_target_params"], params != .null {
             guard let o = params.objectValue else { throw .badRequest("create_target_params must be an object") }
-            if let text = o["conflict_policy"] {
-                guard let p = text.stringValue.flatMap(ConflictPolicy.init(rawValue:)) else {
-                    throw .badRequest("create_target_params.conflict_policy must be one of: "
-                                      + ConflictPolicy.allCases.map(\.rawValue).joined(separator: ", "))
-                }
-                policy = p
+            if let value = o["conflict_policy"] {
+                policy = try RESTRouter.conflictPolicy(value.stringValue ?? "", parameter: "create_target_params.conflict_policy")
             }
         }
         guard router.registry.database(spec.database) == nil else { return }

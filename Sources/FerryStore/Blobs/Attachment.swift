@@ -31,8 +31,8 @@ public struct Attachment: Sendable, Equatable {
     /// Parses and checks a body's `_attachments` (nil if it has none). Every rule that makes
     /// an entry usable: an object of objects, a `sha1-` digest, a non-negative integer length,
     /// a string content type, a non-negative integer revpos (kept as given: CouchDB stores a
-/// replicated revision's revpos even past its generation), a boolean stub,
-    /// and no inline `data` (write the blob, then reference it).
+    /// replicated revision's revpos even past its generation), a boolean stub, and no inline
+    /// `data` (write the blob, then reference it).
     static func entries(in properties: [String: JSONValue]) throws(StoreError) -> [String: Entry]? {
         guard let value = properties["_attachments"] else { return nil }
         guard case .object(let members) = value else {
