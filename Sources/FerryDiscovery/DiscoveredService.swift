@@ -17,6 +17,13 @@ public struct DiscoveredService: Sendable, Equatable, CustomStringConvertible {
     /// The indexes of the interfaces it was seen on.
     public var interfaces: Set<UInt32>
 
+    /// A service with these parts (a browser makes them; tests and relays may too).
+    public init(name: String, fullName: DNSName, hostName: DNSName, port: UInt16, addresses: [String],
+                txt: [String: String?], interfaces: Set<UInt32>) {
+        self.name = name; self.fullName = fullName; self.hostName = hostName; self.port = port
+        self.addresses = addresses; self.txt = txt; self.interfaces = interfaces
+    }
+
     /// The value of TXT key `key` (nil when absent or without a value).
     public func value(_ key: String) -> String? { txt[key.lowercased()] ?? nil }
 

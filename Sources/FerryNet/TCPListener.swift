@@ -70,7 +70,17 @@ public final class TCPListener: Selectable, @unchecked Sendable {
             if c < 0 {
                 let e = errno
                 if e == EINTR || e == ECONNABORTED { continue }
-                // EMFILE and friends: drop this turn; the backlog keeps the rest.
+                if e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM {
+                    // Out of descriptors or memory: the socket stays readable, and polling it
+                    // again at once would spin a core doing nothing. Stop listening for a
+                    // tenth of a second; the backlog keeps the waiting connections.
+                    loop.reregister(fd: fd, readable: false, writable: false)
+                    _ = loop.schedule(after: 0.1) { [weak self] in
+                        guard let self, !self.closed else { return }
+                        self.loop.reregister(fd: self.fd, readable: true, writable: false)
+                    }
+                }
+                // EAGAIN: nothing more to accept this turn.
                 return
             }
             let target = group.next()

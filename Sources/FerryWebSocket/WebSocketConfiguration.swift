@@ -17,6 +17,9 @@ public struct WebSocketConfiguration: Sendable {
     public var pingTimeout = 20.0
     /// Server only: connections (handshaking or open) beyond this get HTTP 503. Default 100,000.
     public var maxConnections = 100_000
+    /// Server only: connections from one client address beyond this get HTTP 503, so one
+    /// host cannot take every slot. Default 1,000.
+    public var maxConnectionsPerAddress = 1_000
     /// Subprotocols offered (client) or supported (server), in preference order.
     public var subprotocols: [String] = []
     /// Extra request headers (client) or response headers (server).

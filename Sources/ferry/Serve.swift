@@ -62,6 +62,7 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup(title: "TLS (serving)") var serverTLS: ServerTLSOptions
     @OptionGroup(title: "TLS (peers given with --replicate, --peer or found with --discover)") var clientTLS: ClientTLSOptions
     @OptionGroup(title: "Discovery and static peers") var discovery: DiscoveryOptions
+    @OptionGroup(title: "Limits (docs/daemon.md, \"Limits\")") var limitOptions: LimitOptions
 
     @Option(help: ArgumentHelp("Read settings from this JSON file (keys: docs/daemon.md); flags given here override it.",
                                valueName: "file"))
@@ -74,6 +75,16 @@ struct Serve: AsyncParsableCommand {
         "What a database created by this server (a new --db file, or PUT /NAME with --data) does with conflicts: resolve (settle them by adding revisions, the default) or keep (keep every leaf, as CouchDB). PUT /NAME?conflict_policy= overrides it per database.",
         valueName: "policy"))
     var conflictPolicy = "resolve"
+
+    /// Raises the soft limit on open files to the hard one: a service manager's default soft
+    /// limit (1024 under systemd) is far below the connections a daemon is meant to hold, and
+    /// at it every new connection fails to be accepted.
+    static func raiseOpenFileLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    }
 
     func validate() throws {
         if (user == nil) != (password == nil) { throw ValidationError("--user and --password go together") }
@@ -104,11 +115,13 @@ struct Serve: AsyncParsableCommand {
         if take("--log-format") { s.logFormat = logFormat }
         if take("--log-level") { s.logLevel = logLevel }
         if take("--conflict-policy") { s.conflictPolicy = conflictPolicy }
+        limitOptions.override(&s.limits)
         return s
     }
 
     func run() async throws {
         signal(SIGPIPE, SIG_IGN)
+        Self.raiseOpenFileLimit()
         var fromFile: ServeSettings?
         if let config {
             var f = ServeSettings()
@@ -141,6 +154,8 @@ struct Serve: AsyncParsableCommand {
         policy.allowAnonymous = settings.allowAnonymous
         policy.anonymousRole = Role(name: settings.anonymousRole) ?? .writer
         policy.sessionTimeout = settings.sessionTimeout
+        var config = FerryDaemon.Configuration(location: location)
+        settings.limits.apply(to: &config, policy: &policy)
         let access: AccessControl
         if let user, let password {
             access = AccessControl(users: [UserRecord(name: user, password: try PasswordHash(password: password, iterations: 10_000),
@@ -150,7 +165,6 @@ struct Serve: AsyncParsableCommand {
         } else {
             access = AccessControl(users: [], policy: policy)
         }
-        var config = FerryDaemon.Configuration(location: location)
         config.host = settings.host
         config.port = settings.port
         config.tls = settings.tls

@@ -28,12 +28,13 @@ struct ServeSettings {
     var logFormat = "text"
     var logLevel = "info"
     var conflictPolicy = "resolve"
+    var limits = ServeLimits()
 
     /// The keys a config file may have; any other is refused (a typo would otherwise be
     /// silently ignored, and the daemon run with a default the operator meant to change).
-    static let fileKeys: Set<String> = ["host", "port", "data", "db", "name", "users", "allow-anonymous", "anonymous-role",
+    static let fileKeys: Set<String> = Set(ServeLimits.keys.map(\.name)).union(["host", "port", "data", "db", "name", "users", "allow-anonymous", "anonymous-role",
                                         "heartbeat", "retry-max-wait", "session-timeout", "tls", "replicate", "log-format", "log-level",
-                                        "conflict-policy"]
+                                        "conflict-policy"])
     static let tlsKeys: Set<String> = ["cert", "key", "client-ca"]
 
     /// Applies a JSON config file, read with swift-configuration's `FileProvider`.
@@ -59,12 +60,16 @@ struct ServeSettings {
             throw ValidationError("--config \(path): \(error)")
         }
         // The reader answers nil for a value of the wrong type; say so instead of ignoring it.
+        let limitKeys = Set(ServeLimits.keys.map(\.name))
         for (key, value) in top {
             let ok: Bool
             switch (key, value) {
             case ("port", .int), ("heartbeat", .int), ("heartbeat", .double), ("retry-max-wait", .int), ("retry-max-wait", .double), ("session-timeout", .int),
                  ("allow-anonymous", .bool), ("tls", .object): ok = true
             case ("replicate", .array(let a)): ok = a.allSatisfy { if case .string = $0 { true } else { false } }
+            case (let k, .int) where limitKeys.contains(k): ok = true
+            case (let k, .double) where limitKeys.contains(k): ok = !(ServeLimits.keys.first { $0.name == k }?.isInteger ?? true)
+            case (let k, _) where limitKeys.contains(k): ok = false
             case ("port", _), ("session-timeout", _), ("heartbeat", _), ("retry-max-wait", _), ("allow-anonymous", _), ("replicate", _), ("tls", _): ok = false
             case (_, .string): ok = true
             default: ok = false
@@ -89,6 +94,9 @@ struct ServeSettings {
         logFormat = config.string(forKey: "log-format") ?? logFormat
         logLevel = config.string(forKey: "log-level") ?? logLevel
         conflictPolicy = config.string(forKey: "conflict-policy") ?? conflictPolicy
+        for k in ServeLimits.keys {
+            if let v = config.double(forKey: ConfigKey(k.name)) ?? config.int(forKey: ConfigKey(k.name)).map(Double.init) { k.set(&limits, v) }
+        }
     }
 
     /// Checks the merged settings (a file's values need the same checks as flags).
@@ -103,6 +111,7 @@ struct ServeSettings {
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
         if clientCA != nil && tlsCert == nil { throw ValidationError("--client-ca needs --tls-cert and --tls-key") }
         if logFormat != "text" && logFormat != "json" { throw ValidationError("--log-format is text or json") }
+        try limits.validate()
         if ConflictPolicy(rawValue: conflictPolicy) == nil { throw ValidationError("--conflict-policy is resolve or keep") }
         if Logger.Level(rawValue: logLevel) == nil {
             throw ValidationError("--log-level is one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")

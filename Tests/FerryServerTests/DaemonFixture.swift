@@ -14,10 +14,12 @@ final class DaemonFixture: Sendable {
 
     init(users: [UserRecord] = [], allowAnonymous: Bool = false, anonymousRole: Role = .writer,
          databases: [String] = [], tls: TLSServerConfiguration? = nil, checks: PasswordCheckPool = .shared,
+         failureLimits: FailureThrottle.Limits = FailureThrottle.Limits(),
          configure: (inout FerryDaemon.Configuration) -> Void = { _ in }) async throws {
         var policy = AccessControl.Policy()
         policy.allowAnonymous = allowAnonymous
         policy.anonymousRole = anonymousRole
+        policy.failureLimits = failureLimits
         let store = UserStore(dataDirectory: dir.path("data"))
         try FileManager.default.createDirectory(atPath: dir.path("data"), withIntermediateDirectories: true)
         try store.save(Dictionary(users.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a }))

@@ -1,4 +1,5 @@
 import FerryDiscovery
+import FerryDNS
 import FerryNet
 import FerryServer
 import FerryStore
@@ -134,15 +135,54 @@ struct DiscoveryTests {
 
     @Test func theProofAndThePasswordComeFromTheSecretAndAreNotIt() {
         let g = DiscoveryGroup(name: "lab", secret: "s3cret")
-        let proof = g.proof(peerID: "abc", port: 4984, pin: nil)
+        let claim = DiscoveryGroup.Claim(peerID: "abc", port: 4984, pin: nil, addresses: ["10.0.0.2", "fd00::2"], timestamp: 1_800_000_000)
+        let proof = g.proof(claim)
         #expect(proof?.count == 32)
-        #expect(g.verify(proof: proof, peerID: "abc", port: 4984, pin: nil))
-        #expect(!g.verify(proof: proof, peerID: "abd", port: 4984, pin: nil))
-        #expect(!g.verify(proof: proof, peerID: "abc", port: 4985, pin: nil))
-        #expect(!g.verify(proof: proof, peerID: "abc", port: 4984, pin: String(repeating: "a", count: 64)))
-        #expect(!DiscoveryGroup(name: "lab", secret: "other").verify(proof: proof, peerID: "abc", port: 4984, pin: nil))
+        #expect(g.verify(proof: proof, claim))
+        func changed(_ edit: (inout DiscoveryGroup.Claim) -> Void) -> DiscoveryGroup.Claim { var c = claim; edit(&c); return c }
+        #expect(g.verify(proof: proof, changed { $0.addresses = ["fd00::2", "10.0.0.2"] }), "addresses are signed in sorted order")
+        #expect(!g.verify(proof: proof, changed { $0.peerID = "abd" }))
+        #expect(!g.verify(proof: proof, changed { $0.port = 4985 }))
+        #expect(!g.verify(proof: proof, changed { $0.pin = String(repeating: "a", count: 64) }))
+        #expect(!g.verify(proof: proof, changed { $0.addresses = ["10.0.0.66"] }))
+        #expect(!g.verify(proof: proof, changed { $0.timestamp += 1 }))
+        #expect(!DiscoveryGroup(name: "lab", secret: "other").verify(proof: proof, claim))
         #expect(g.password != nil && g.password?.contains("s3cret") == false)
         #expect(DiscoveryGroup(name: "lab", secret: nil).validate() != nil)
         #expect(DiscoveryGroup(name: "bad name", secret: "x").validate() != nil)
+    }
+
+    /// A member's advertisement as another host on the link would see it, with the addresses
+    /// it was heard from.
+    static func heard(_ txt: [(key: String, value: String?)], from addresses: [String]) throws -> PeerRecord {
+        let s = DiscoveredService(name: "member", fullName: try DNSName("member._ferry._tcp.local"),
+                                  hostName: try DNSName("member.local"), port: 4984, addresses: addresses,
+                                  txt: Dictionary(txt.map { ($0.key, $0.value) }, uniquingKeysWith: { a, _ in a }), interfaces: [])
+        return try #require(PeerRecord(s))
+    }
+
+    @Test func aReplayedOrStaleAdvertisementIsNotTrusted() throws {
+        let g = DiscoveryGroup(name: "lab", secret: "s3cret")
+        let now: Int64 = 1_800_000_000
+        let txt = PeerRecord.txt(id: "abc", databases: ["db"], tls: false, pin: nil, group: g, port: 4984,
+                                 addresses: ["10.0.0.2", "fe80::2"], timestamp: now)
+        // Heard from its own address: trusted, and reached there.
+        let genuine = try Self.heard(txt, from: ["10.0.0.2"])
+        #expect(genuine.distrust(in: g, now: now + 10) == nil)
+        #expect(genuine.url(for: "db") == "ws://10.0.0.2:4984/db")
+        // The same TXT replayed by a host at another address: listed, not trusted, and never
+        // given a URL that reaches the replayer.
+        let replayed = try Self.heard(txt, from: ["10.0.0.66"])
+        #expect(replayed.distrust(in: g, now: now + 10)?.contains("does not name") == true)
+        #expect(replayed.url(for: "db") == nil)
+        // Both addresses: only the signed one is used.
+        #expect(try Self.heard(txt, from: ["10.0.0.66", "10.0.0.2"]).url(for: "db") == "ws://10.0.0.2:4984/db")
+        // Replayed later than a proof lives (or its clock far ahead): not trusted.
+        #expect(genuine.distrust(in: g, now: now + PeerRecord.proofLifetime + 1)?.contains("old") == true)
+        #expect(genuine.distrust(in: g, now: now - PeerRecord.proofLifetime - 1)?.contains("future") == true)
+        // An address edited into the TXT breaks the proof.
+        var forged = txt
+        forged = forged.map { $0.key == "addr" ? ("addr", "10.0.0.66") : $0 }
+        #expect(try Self.heard(forged, from: ["10.0.0.66"]).distrust(in: g, now: now)?.contains("proof does not match") == true)
     }
 }

@@ -1,6 +1,7 @@
 import COpenSSL
 import FerryNet
 import Foundation
+import Logging
 import Synchronization
 
 /// Who may do what on a daemon (Protocol/rest.md, "Access control"): authenticates a request
@@ -42,6 +43,9 @@ public final class AccessControl: Sendable {
         /// Seconds an `AuthSession` cookie stays valid after it is issued or renewed
         /// (CouchDB's `[chttpd_auth] timeout`, default 600).
         public var sessionTimeout = 600
+        /// When failed logins from one address or for one user start getting 429
+        /// (`FailureThrottle`).
+        public var failureLimits = FailureThrottle.Limits()
         /// The defaults: no anonymous access.
         public init() {}
     }
@@ -53,6 +57,9 @@ public final class AccessControl: Sendable {
         /// sha256(name:password) → the user and the hash the password was verified
         /// against (the entry holds only while the user's stored hash is that one).
         var verified: [String: (user: String, hash: PasswordHash)] = [:]
+        /// The same key for a name and password that failed against this hash: a client
+        /// repeating a wrong password costs a dictionary lookup, not another PBKDF2 run.
+        var refused: [String: PasswordHash] = [:]
     }
 
     private let store: UserStore?
@@ -63,6 +70,9 @@ public final class AccessControl: Sendable {
     private let sessionSecret: [UInt8]
     /// Where password checks run.
     private let checks: PasswordCheckPool
+    /// Failed logins per address and per user, and the delays they earn.
+    public let throttle: FailureThrottle
+    private let logger = Logger(label: "ferry.access")
     private var sessionTimeout: Int64 { Int64(max(1, policy.sessionTimeout)) }
 
     /// Access from the users file at `store` (re-read when it changes); session cookies are
@@ -71,6 +81,7 @@ public final class AccessControl: Sendable {
         self.store = store
         self.policy = policy
         self.checks = checks
+        throttle = FailureThrottle(limits: policy.failureLimits)
         sessionSecret = try SessionSecret.loadOrCreate(at: SessionSecret.path(besideUsersFile: store.path))
         state = Mutex(State(users: try store.load(), modified: Self.modified(store.path)))
     }
@@ -81,6 +92,7 @@ public final class AccessControl: Sendable {
         store = nil
         self.policy = policy
         self.checks = checks
+        throttle = FailureThrottle(limits: policy.failureLimits)
         // RAND_bytes fails only without an entropy source; then a UUID's randomness is the
         // best left, and the cookies it signs still need the password hash too.
         sessionSecret = (try? SessionSecret.random()) ?? Array((UUID().uuidString + UUID().uuidString).utf8)
@@ -105,8 +117,9 @@ public final class AccessControl: Sendable {
     /// (expired, forged, its user gone or their password changed) is ignored, as CouchDB does;
     /// a malformed one is 400. Wrong Basic credentials are refused even when anonymous access
     /// is on. A password check runs on `checks` (503 when its queue is full), never on the
-    /// caller's thread.
-    public func authenticate(authorization: String?, cookie: String?, certificate: TLSCertificate?) async -> Result<Authentication, RESTError> {
+    /// caller's thread; `address` (the client's host) is what `throttle` counts failures by.
+    public func authenticate(authorization: String?, cookie: String?, certificate: TLSCertificate?,
+                             address: String? = nil) async -> Result<Authentication, RESTError> {
         switch SessionCookie.parse(cookieHeader: cookie) {
         case .absent: break
         case .malformed: return .failure(.badRequest("Malformed AuthSession cookie. Please clear your cookies."))
@@ -123,7 +136,7 @@ public final class AccessControl: Sendable {
             guard let (name, password) = Self.basicCredentials(authorization) else {
                 return .failure(.unauthorized("only HTTP Basic authentication is supported"))
             }
-            return await checkPassword(name: name, password: password).map { Authentication(identity: .user($0), method: "default") }
+            return await checkPassword(name: name, password: password, address: address).map { Authentication(identity: .user($0), method: "default") }
         }
         if let certificate {
             let digest = "sha256:" + Self.hex(certificate.sha256)
@@ -140,21 +153,43 @@ public final class AccessControl: Sendable {
     /// Checks a user's password (HTTP Basic, `POST /_session`) and gives the user's name.
     /// A successful check is remembered (keyed by a SHA-256 of name and password, valid while
     /// the user's stored hash is unchanged), so a client that sends Basic on every request pays
-    /// PBKDF2 once; a check that is due runs on the pool. 401 for a wrong name or password,
-    /// 503 when the pool's queue is full.
-    public func checkPassword(name: String, password: String) async -> Result<String, RESTError> {
+    /// PBKDF2 once; so is a failed one, so repeating a wrong password costs nothing either. A
+    /// check that is due runs on the pool. 401 for a wrong name or password, 429 with
+    /// `Retry-After` while `address` or `name` has failed too often (`FailureThrottle`), 503
+    /// when the pool's queue is full.
+    public func checkPassword(name: String, password: String, address: String? = nil) async -> Result<String, RESTError> {
         let users = currentUsers()
         // The password itself is never kept, only this digest of it.
         let key = Self.sha256Hex(Array("\(name):\(password)".utf8))
-        if let hit = state.withLock({ $0.verified[key] }), users[hit.user]?.password == hit.hash {
-            return .success(hit.user)
+        let (hit, miss) = state.withLock { ($0.verified[key], $0.refused[key]) }
+        if let hit, users[hit.user]?.password == hit.hash { return .success(hit.user) }
+        if let refusal = throttle.refusal(address: address, user: name) {
+            if let o = refusal.firstRefusal {
+                logger.warning("too many failed logins: refusing for a while", metadata: [o.kind: "\(o.value)", "retry_after_s": "\(refusal.wait.components.seconds + 1)"])
+            }
+            return .failure(.tooManyRequests(retryAfter: Int(refusal.wait.components.seconds) + 1))
         }
-        guard let user = users[name], let hash = user.password else { return .failure(.unauthorized()) }
+        guard let user = users[name], let hash = user.password else {
+            throttle.recordFailure(address: address, user: name)
+            return .failure(.unauthorized())
+        }
+        if let miss, miss == hash {
+            throttle.recordFailure(address: address, user: name)
+            return .failure(.unauthorized())
+        }
         let ok: Bool
         do { ok = try await checks.run { hash.matches(password) } } catch {
-            return .failure(RESTError(503, "service_unavailable", "too many password checks are waiting; retry in a moment"))
+            return .failure(RESTError(503, "service_unavailable", "too many password checks are waiting; retry in a moment", retryAfter: 1))
         }
-        guard ok else { return .failure(.unauthorized()) }
+        guard ok else {
+            throttle.recordFailure(address: address, user: name)
+            state.withLock { s in
+                if s.refused.count > 10_000 { s.refused.removeAll() }
+                s.refused[key] = hash
+            }
+            return .failure(.unauthorized())
+        }
+        throttle.recordSuccess(address: address, user: name)
         state.withLock { s in
             if s.verified.count > 10_000 { s.verified.removeAll() }
             s.verified[key] = (name, hash)

@@ -10,10 +10,11 @@ public final class PasswordCheckPool: Sendable {
     /// The queue is full: answer 503 and let the client retry.
     public struct Busy: Error, Sendable, Equatable {}
 
-    /// The pool the daemon's access control uses: one thread per two cores (one or two), up to
-    /// 16 checks waiting (about 3 s of work on one thread).
-    public static let shared = PasswordCheckPool(threads: max(1, min(2, ProcessInfo.processInfo.activeProcessorCount)),
-                                                 queueLimit: 128)
+    /// The pool the daemon's access control uses: one thread per two cores (one or two, so a
+    /// flood of checks leaves cores to everything else), up to 32 checks waiting (about 6 s
+    /// of work on one thread).
+    public static let shared = PasswordCheckPool(threads: max(1, min(2, ProcessInfo.processInfo.activeProcessorCount / 2)),
+                                                 queueLimit: 32)
 
     private struct State {
         var jobs: [@Sendable () -> Void] = []
@@ -44,19 +45,29 @@ public final class PasswordCheckPool: Sendable {
     public var waiting: Int { state.withLock { $0.jobs.count } }
 
     /// Runs `check` on a pool thread and returns its result; `Busy` at once when the queue is
-    /// full. The caller's task waits without holding a thread.
+    /// full, or when the caller's task is cancelled before a thread took the check (its
+    /// client left: the check would be work for nobody). The caller's task waits without
+    /// holding a thread.
     public func run<T: Sendable>(_ check: @escaping @Sendable () -> T) async throws(Busy) -> T {
-        let outcome: T? = await withCheckedContinuation { (c: CheckedContinuation<T?, Never>) in
-            let accepted = state.withLock { s -> Bool in
-                guard s.jobs.count < queueLimit || (s.jobs.isEmpty && s.running < threads) else { return false }
-                s.jobs.append { c.resume(returning: check()) }
-                return true
+        let abandoned = Abandoned()
+        let outcome: T? = await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<T?, Never>) in
+                let accepted = state.withLock { s -> Bool in
+                    guard s.jobs.count < queueLimit || (s.jobs.isEmpty && s.running < threads) else { return false }
+                    s.jobs.append { c.resume(returning: abandoned.flag.load(ordering: .acquiring) ? nil : check()) }
+                    return true
+                }
+                if accepted { available.signal() } else { c.resume(returning: nil) }
             }
-            if accepted { available.signal() } else { c.resume(returning: nil) }
+        } onCancel: {
+            abandoned.flag.store(true, ordering: .releasing)
         }
         guard let outcome else { throw Busy() }
         return outcome
     }
+
+    /// Set when the task that queued a check is cancelled.
+    private final class Abandoned: Sendable { let flag = Atomic(false) }
 
     private func work() {
         while true {

@@ -27,8 +27,20 @@ public final class FerryDaemon: Sendable {
         public var httpLimits = HTTPLimits()
         /// Seconds an HTTP connection may idle between requests.
         public var idleTimeout: Double = 60
-        /// Seconds a request may take to arrive once begun.
+        /// Seconds a request may take to arrive once begun (then 408).
         public var requestTimeout: Double = 30
+        /// Seconds a streamed answer (a `_changes` feed) may wait on a client that does not
+        /// read before the connection is dropped; the feed never runs further ahead of its
+        /// reader than the connection's output buffer.
+        public var slowReaderTimeout: Double = 60
+        /// Bytes that request bodies being read or answered may hold together (past the first
+        /// 64 KiB of each); one address's bodies may hold `httpLimits.maxBodySize`. A body
+        /// past either gets 503 and its connection closes.
+        public var maxRequestMemory = 128 * 1024 * 1024
+        /// Connections beyond this get 503 and close (open ones keep working).
+        public var maxConnections = 100_000
+        /// Connections from one client address beyond this get 503 and close.
+        public var maxConnectionsPerAddress = 1_000
         /// Store options for every database.
         public var databaseOptions = DatabaseOptions()
         /// The version `GET /` reports.
@@ -135,7 +147,7 @@ public final class FerryDaemon: Sendable {
         let metrics = DaemonMetrics()
         let tracker = HTTPConnectionTracker()
         let sources = DaemonMetrics.Sources(registry: registry, replications: replications, http: tracker,
-                                            listener: { box.withLock { $0 } })
+                                            logins: access.throttle, listener: { box.withLock { $0 } })
         let id = try serverID(configuration.location, registry)
         let coordinator = CoordinatorSlot()
         let router = RESTRouter(registry: registry, access: access, serverID: id,
@@ -148,14 +160,17 @@ public final class FerryDaemon: Sendable {
         sync.port = configuration.port
         sync.tls = configuration.tls
         sync.heartbeat = configuration.heartbeat
+        sync.maxConnections = configuration.maxConnections
+        sync.maxConnectionsPerAddress = configuration.maxConnectionsPerAddress
         sync.authorize = { request, name in
             // The same decision as REST's: a session cookie, Basic (checked on the password
             // pool, off the loop), a client certificate, or anonymous.
             switch await access.authenticate(authorization: request.headers["Authorization"], cookie: request.headers["Cookie"],
-                                             certificate: request.peerCertificate) {
+                                             certificate: request.peerCertificate, address: request.remoteAddress?.host) {
             case .failure(let e):
-                return .refuse(status: e.status, message: e.reason,
-                               headers: e.status == 401 ? HTTPHeaders([("WWW-Authenticate", #"Basic realm="Ferry""#)]) : HTTPHeaders())
+                var headers = e.status == 401 ? HTTPHeaders([("WWW-Authenticate", #"Basic realm="Ferry""#)]) : HTTPHeaders()
+                if let seconds = e.retryAfter { headers.add(name: "Retry-After", value: String(seconds)) }
+                return .refuse(status: e.status, message: e.reason, headers: headers)
             case .success(let authentication):
                 let identity = authentication.identity
                 switch access.role(of: identity, on: name) {
@@ -167,10 +182,13 @@ public final class FerryDaemon: Sendable {
             }
         }
         let limits = configuration.httpLimits
-        let timeouts = HTTPServerConnection.Timeouts(idle: configuration.idleTimeout, request: configuration.requestTimeout)
+        let bodies = RequestBodyBudget(total: configuration.maxRequestMemory,
+                                       perAddress: min(configuration.maxRequestMemory, max(limits.maxBodySize, 1 << 20)))
+        let timeouts = HTTPServerConnection.Timeouts(idle: configuration.idleTimeout, request: configuration.requestTimeout,
+                                                     slowReader: configuration.slowReaderTimeout)
         sync.plainHTTP = { handoff in
             let connection = HTTPServerConnection(
-                handoff: handoff, limits: limits, timeouts: timeouts, logger: logger, tracker: tracker,
+                handoff: handoff, limits: limits, timeouts: timeouts, logger: logger, tracker: tracker, bodies: bodies,
                 respond: { request in
                     // Counted here, around the whole router, so every route is counted
                     // without the routes knowing.

@@ -7,9 +7,10 @@ import FerryNet
 ///
 /// From the secret come two values, neither of which is the secret itself:
 /// - the HTTP Basic password peers use with each other (user `_group.NAME`);
-/// - a proof put in the advertisement, an HMAC over the advertiser's ID, port and certificate
-///   pin: a host without the secret cannot make one, so it is listed but never trusted (and
-///   never sent the password).
+/// - a proof put in the advertisement, an HMAC over the advertiser's ID, port, certificate
+///   pin, addresses and the time it was made: a host without the secret cannot make one, so
+///   it is listed but never trusted (and never sent the password); one replayed from another
+///   address or long after is not trusted either.
 public struct DiscoveryGroup: Sendable, Equatable {
     /// The group's name (letters, digits, `.`, `_`, `-`; up to 63).
     public var name: String
@@ -49,16 +50,40 @@ public struct DiscoveryGroup: Sendable, Equatable {
         secret.map { Self.hmacHex(key: $0, message: "ferry-group-password/v1|" + name) }
     }
 
-    /// The proof an advertisement carries (32 hex digits), binding the advertiser's ID, port
-    /// and certificate pin to the secret; nil without a secret.
-    public func proof(peerID: String, port: Int, pin: String?) -> String? {
-        secret.map { String(Self.hmacHex(key: $0, message: "ferry-group-proof/v1|\(name)|\(peerID)|\(port)|\(pin ?? "")").prefix(32)) }
+    /// What a proof signs: the advertiser's ID, port, certificate pin, the addresses it
+    /// serves on (sorted) and when it signed (seconds since 1970).
+    public struct Claim: Sendable, Equatable {
+        /// The advertiser's stable ID.
+        public var peerID: String
+        /// Its SRV port.
+        public var port: Int
+        /// Its certificate pin, if it serves TLS.
+        public var pin: String?
+        /// The addresses it serves on, as text.
+        public var addresses: [String]
+        /// When the proof was made, in seconds since 1970.
+        public var timestamp: Int64
+
+        /// A claim with these parts.
+        public init(peerID: String, port: Int, pin: String?, addresses: [String], timestamp: Int64) {
+            self.peerID = peerID; self.port = port; self.pin = pin; self.addresses = addresses; self.timestamp = timestamp
+        }
+
+        var message: String {
+            "ferry-group-proof/v2|\(peerID)|\(port)|\(pin ?? "")|\(addresses.sorted().joined(separator: ","))|\(timestamp)"
+        }
     }
 
-    /// Whether `proof` is the one this group's secret gives for that advertisement
-    /// (compared in constant time).
-    public func verify(proof: String?, peerID: String, port: Int, pin: String?) -> Bool {
-        guard let expected = self.proof(peerID: peerID, port: port, pin: pin), let proof else { return false }
+    /// The proof an advertisement carries (32 hex digits) for `claim`; nil without a secret.
+    public func proof(_ claim: Claim) -> String? {
+        secret.map { String(Self.hmacHex(key: $0, message: "\(name)|" + claim.message).prefix(32)) }
+    }
+
+    /// Whether `proof` is the one this group's secret gives for `claim` (compared in
+    /// constant time). Whether the claim is fresh and names the address the advertisement
+    /// came from is `PeerRecord.distrust`'s to check.
+    public func verify(proof: String?, _ claim: Claim) -> Bool {
+        guard let expected = self.proof(claim), let proof else { return false }
         let a = Array(expected.utf8), b = Array(proof.lowercased().utf8)
         return a.count == b.count && a.withUnsafeBytes { x in b.withUnsafeBytes { y in CRYPTO_memcmp(x.baseAddress, y.baseAddress, a.count) == 0 } }
     }

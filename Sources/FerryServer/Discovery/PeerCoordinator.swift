@@ -211,8 +211,25 @@ public actor PeerCoordinator {
     private var discovering: Bool { configuration.discover && configuration.group != nil }
 
     private func txt() -> [(key: String, value: String?)] {
-        PeerRecord.txt(id: serverID, databases: advertisedDatabases, tls: pin != nil, pin: pin,
-                       group: discovering ? configuration.group : nil, port: port)
+        signedAt = Int64(Date().timeIntervalSince1970)
+        signedAddresses = advertisedAddresses()
+        return PeerRecord.txt(id: serverID, databases: advertisedDatabases, tls: pin != nil, pin: pin,
+                              group: discovering ? configuration.group : nil, port: port,
+                              addresses: signedAddresses, timestamp: signedAt)
+    }
+
+    /// When the advertisement's proof was made, and the addresses it names.
+    private var signedAt: Int64 = 0
+    private var signedAddresses: [String] = []
+
+    /// The addresses of the interfaces advertised on (as `MDNSAgent` picks them): what the
+    /// group proof binds the advertisement to.
+    private func advertisedAddresses() -> [String] {
+        let wanted = (configuration.interfaces ?? Self.interfaces(for: listenHost)).map(Set.init)
+        return NetworkInterface.all().filter { i in
+            if let wanted { return wanted.contains(i.name) && i.isRunning }
+            return i.isRunning && i.supportsMulticast && !i.isLoopback && !(i.ipv4.isEmpty && i.ipv6.isEmpty)
+        }.flatMap { $0.ipv4 + $0.ipv6 }.compactMap { SocketAddress(addressBytes: $0, port: 0)?.host }.sorted()
     }
 
     // MARK: - Events
@@ -313,6 +330,11 @@ public actor PeerCoordinator {
             advertisedDatabases = names
             agent?.updateTXT(txt())
             await reconcile()
+        } else if configuration.advertise, discovering,
+                  Int64(Date().timeIntervalSince1970) - signedAt >= PeerRecord.proofRefresh || advertisedAddresses() != signedAddresses {
+            // The proof is signed again before receivers take it for a stale replay, and when
+            // this host's addresses change.
+            agent?.updateTXT(txt())
         }
         guard let agent else { return }
         for (id, m) in managed where id.hasPrefix("discovered-") {

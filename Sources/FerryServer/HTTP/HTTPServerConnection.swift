@@ -19,6 +19,9 @@ final class HTTPServerConnection: ConnectionHandler {
     struct Timeouts {
         var idle: Double = 60
         var request: Double = 30
+        /// How long a streamed answer may wait for the client to read before the connection is
+        /// dropped (a reader that stopped, or reads a byte a second).
+        var slowReader: Double = 60
     }
 
     private let handoff: HandedOffConnection
@@ -30,6 +33,9 @@ final class HTTPServerConnection: ConnectionHandler {
     private let logger: Logger
     private let peerCertificate: TLSCertificate?
     private let tracker: HTTPConnectionTracker?
+    private let bodies: RequestBodyBudget?
+    /// The client's host, what `bodies` counts by.
+    private let address: String
 
     /// The request being read.
     private var head: FerryHTTP.HTTPRequestHead?
@@ -51,9 +57,15 @@ final class HTTPServerConnection: ConnectionHandler {
     private var activity = 0
     private var timer: TimerHandle?
     private var closed = false
+    /// The streamed answer's next piece waits for the output buffer to drain below its low
+    /// mark: resumed with true then, false when the connection ends.
+    private var writeWaiter: CheckedContinuation<Bool, Never>?
+    /// Drops a client that leaves a streamed answer unread for `timeouts.slowReader`.
+    private var slowReaderTimer: TimerHandle?
 
     init(handoff: HandedOffConnection, limits: HTTPLimits, timeouts: Timeouts, logger: Logger,
-         tracker: HTTPConnectionTracker? = nil, respond: @escaping Responder, upgrader: @escaping Upgrader) {
+         tracker: HTTPConnectionTracker? = nil, bodies: RequestBodyBudget? = nil,
+         respond: @escaping Responder, upgrader: @escaping Upgrader) {
         self.handoff = handoff
         decoder = HTTPRequestDecoder(limits: limits)
         self.respond = respond
@@ -62,6 +74,8 @@ final class HTTPServerConnection: ConnectionHandler {
         self.logger = logger
         peerCertificate = handoff.tcp.tlsSession?.peerCertificate
         self.tracker = tracker
+        self.bodies = bodies
+        address = handoff.tcp.remoteAddress?.host ?? ""
     }
 
     /// Takes over the connection and reads what the listener already read.
@@ -93,7 +107,7 @@ final class HTTPServerConnection: ConnectionHandler {
             if head != nil || !decoder.isIdle {
                 fail(HTTPError(status: 408, reason: "the request took too long to arrive"))
             } else {
-                tcp.close()
+                closeGracefully()
             }
         }
     }
@@ -125,6 +139,14 @@ final class HTTPServerConnection: ConnectionHandler {
                 body = []
                 if h.expectsContinue { send(HTTPResponseEncoder.continueResponse) }
             case .body(let piece):
+                if let bodies, !bodies.take(piece.count, held: body.count, address: address) {
+                    // Answered after the requests before it; the rest of the body is not read.
+                    bodies.release(body.count, address: address)
+                    body = []
+                    head = nil
+                    fail(HTTPError(status: 503, reason: "the server holds too many request bodies now; retry later"))
+                    return
+                }
                 body += piece
             case .end:
                 guard let h = head else { continue }
@@ -136,6 +158,8 @@ final class HTTPServerConnection: ConnectionHandler {
     }
 
     private func dispatch(_ h: FerryHTTP.HTTPRequestHead, _ body: [UInt8]) {
+        // The body's bytes stay counted until its request is answered (`runNext`).
+        if !body.isEmpty { heldBodies[nextRequest] = body.count }
         let n = nextRequest
         nextRequest += 1
         if !h.keepAlive { stopReading = true }
@@ -152,6 +176,12 @@ final class HTTPServerConnection: ConnectionHandler {
     /// Requests read but not yet answered, run one at a time: a pipelined `GET` after a `PUT`
     /// must see that write (RFC 9112 §9.3.2: a server processes pipelined requests in order).
     private var queued: [(n: Int, head: FerryHTTP.HTTPRequestHead, request: RESTRequest?)] = []
+    /// Body bytes counted in `bodies` per request not yet answered.
+    private var heldBodies: [Int: Int] = [:]
+
+    private func releaseBody(of n: Int) {
+        if let held = heldBodies.removeValue(forKey: n) { bodies?.release(held, address: address) }
+    }
     private var running = false
     /// The task answering the running request: cancelled when the client goes away, which
     /// ends a longpoll's wait (routes that do not wait ignore it).
@@ -161,6 +191,7 @@ final class HTTPServerConnection: ConnectionHandler {
         guard !running, !closed, !queued.isEmpty else { return }
         let (n, h, request) = queued.removeFirst()
         guard let request else {
+            releaseBody(of: n)
             finish(n, h, RESTError.badRequest("the request target is not a path with valid escapes").response)
             runNext()
             return
@@ -174,6 +205,7 @@ final class HTTPServerConnection: ConnectionHandler {
         runningTask = Task {
             let response = await respond(request)
             loop.execute {
+                me.value.releaseBody(of: n)
                 me.value.running = false
                 me.value.runningTask = nil
                 me.value.finish(n, h, response)
@@ -204,22 +236,27 @@ final class HTTPServerConnection: ConnectionHandler {
             switch response.body {
             case .bytes(let bytes):
                 send(HTTPResponseEncoder.encode(head, body: bytes, head: method == "HEAD"))
-                if !keepAlive { tcp.close(); closed = true; return }
+                if !keepAlive { closeGracefully(); closed = true; return }
             case .stream(let pieces):
                 send(HTTPResponseEncoder.encodeChunkedHead(head))
                 if method == "HEAD" {
                     // The head only; dropping the stream ends its producer.
                     _ = pieces
-                    if !keepAlive { tcp.close(); closed = true; return }
+                    if !keepAlive { closeGracefully(); closed = true; return }
                     continue
                 }
                 let me = UncheckedTransfer(self)  // Confinement: unboxed only on the loop.
                 let loop = tcp.loop
                 streamingFeed = response.isFeed
+                // Pieces are pulled one at a time, each once the previous one fits in the
+                // output buffer: a slow reader slows its producer instead of filling memory.
                 streaming = Task {
                     for await piece in pieces {
                         if Task.isCancelled { break }
-                        loop.execute { me.value.writeChunk(piece) }
+                        let more = await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+                            loop.execute { me.value.writeChunk(piece, then: c) }
+                        }
+                        if !more { break }
                     }
                     loop.execute { me.value.endStream(keepAlive: keepAlive) }
                 }
@@ -235,14 +272,31 @@ final class HTTPServerConnection: ConnectionHandler {
             tracker?.left(ObjectIdentifier(self))
             upgrader(handoff, bytes)
         } else if inputClosed {
-            tcp.close()
+            closeGracefully()
         }
     }
 
-    /// Writes and counts.
+    /// Writes and counts. Past the output buffer's high mark no more requests are read
+    /// until it drains: a client that pipelines requests without reading the answers stops
+    /// being served instead of growing the buffer.
     private func send(_ bytes: [UInt8]) {
         tracker?.wrote(bytes.count)
         tcp.write(bytes)
+        if !tcp.isWritable && !readingPaused {
+            readingPaused = true
+            tcp.pauseReading()
+        }
+    }
+
+    private var readingPaused = false
+
+    /// Closes once the answers owed are written, or drops the connection if the client has
+    /// not read them within `timeouts.slowReader`: an orderly close must not wait forever on
+    /// a client that stopped reading.
+    private func closeGracefully() {
+        tcp.close()
+        let tcp = self.tcp
+        _ = tcp.loop.schedule(after: timeouts.slowReader) { if !tcp.isClosed { tcp.abort() } }
     }
 
     /// The daemon is stopping: no more requests; the connection closes now, whatever it was
@@ -250,19 +304,34 @@ final class HTTPServerConnection: ConnectionHandler {
     private func shutDown() {
         guard !closed else { return }
         stopReading = true
-        tcp.close()
+        closeGracefully()
     }
 
-    private func writeChunk(_ piece: [UInt8]) {
-        guard !closed else { return }
-        send(HTTPResponseEncoder.chunk(piece))
+    private func writeChunk(_ piece: [UInt8], then next: CheckedContinuation<Bool, Never>) {
+        guard !closed else { next.resume(returning: false); return }
+        if !piece.isEmpty { send(HTTPResponseEncoder.chunk(piece)) }
+        guard !tcp.isWritable else { next.resume(returning: true); return }
+        writeWaiter = next
+        slowReaderTimer = tcp.loop.schedule(after: timeouts.slowReader) { [self] in
+            slowReaderTimer = nil
+            guard !closed, writeWaiter != nil else { return }
+            logger.info("dropping a client that stopped reading its answer", metadata: ["peer": "\(tcp.remoteAddress.map { "\($0)" } ?? "?")"])
+            tcp.abort()
+        }
+    }
+
+    /// The streamed answer may go on (the output buffer drained) or must stop (closed).
+    private func resumeWriter(_ more: Bool) {
+        if let t = slowReaderTimer { tcp.loop.cancel(t); slowReaderTimer = nil }
+        writeWaiter?.resume(returning: more)
+        writeWaiter = nil
     }
 
     private func endStream(keepAlive: Bool) {
         guard !closed else { return }
         streaming = nil
         send(HTTPResponseEncoder.lastChunk)
-        if !keepAlive { tcp.close(); closed = true; return }
+        if !keepAlive { closeGracefully(); closed = true; return }
         writeReady()
     }
 
@@ -286,7 +355,14 @@ final class HTTPServerConnection: ConnectionHandler {
         return Array(s.utf8)
     }
 
-    func connectionWritabilityChanged(_ connection: TCPConnection, writable: Bool) {}
+    func connectionWritabilityChanged(_ connection: TCPConnection, writable: Bool) {
+        guard writable else { return }
+        if readingPaused && !closed {
+            readingPaused = false
+            tcp.resumeReading()
+        }
+        resumeWriter(true)
+    }
 
     func connectionInputClosed(_ connection: TCPConnection) {
         // The client sent everything; answers still owed are written, then the connection closes.
@@ -308,7 +384,13 @@ final class HTTPServerConnection: ConnectionHandler {
         runningTask?.cancel()
         streaming?.cancel()
         streaming = nil
+        resumeWriter(false)
         finished = [:]
+        // Bodies of requests that will not run now, and the one being read; the running
+        // request's is given back when it ends.
+        for q in queued { releaseBody(of: q.n) }
+        queued = []
+        if !body.isEmpty { bodies?.release(body.count, address: address); body = [] }
         if let t = timer { tcp.loop.cancel(t); timer = nil }
         handoff.finished()
     }

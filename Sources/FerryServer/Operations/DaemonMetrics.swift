@@ -25,6 +25,7 @@ public final class DaemonMetrics: Sendable {
         var registry: DatabaseRegistry
         var replications: ReplicationRegistry
         var http: HTTPConnectionTracker
+        var logins: FailureThrottle
         var listener: @Sendable () -> SyncListener?
     }
 
@@ -81,6 +82,8 @@ public final class DaemonMetrics: Sendable {
             mirror("ferry_http_connections_total", [], http.connectionsAccepted, &st)
             mirror("ferry_http_received_bytes_total", [], http.bytesIn, &st)
             mirror("ferry_http_sent_bytes_total", [], http.bytesOut, &st)
+            mirror("ferry_login_failures_total", [], sources.logins.failureCount, &st)
+            mirror("ferry_login_throttled_total", [], sources.logins.refusalCount, &st)
             if let listener = sources.listener() {
                 let s = listener.statistics
                 gauge("ferry_open_connections", [("protocol", "blip")], Double(listener.connectionCount))

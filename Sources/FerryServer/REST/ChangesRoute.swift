@@ -189,29 +189,12 @@ extension RESTRouter {
     /// `every` seconds while it waits (as CouchDB's does, so proxies and clients see it is
     /// alive), then the page — JSON after leading whitespace. With a heartbeat, `timeout`
     /// still ends the wait (60 s when not given). A client that leaves cancels the stream's
-    /// consumer, which ends the wait.
+    /// consumer, which ends the wait. The stream is pulled: nothing is made before the
+    /// connection is ready to send it.
     func longpollWithHeartbeat(_ db: Database, _ q: ChangesQuery, _ empty: ChangesPage, every: Double) -> RESTResponse {
-        let (stream, out) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .unbounded)
-        let router = self
-        let producer = Task {
-            let deadline = ContinuousClock.now + .seconds(q.timeout ?? 60)
-            var changed = false
-            while !Task.isCancelled {
-                let left = deadline - ContinuousClock.now
-                guard left > .zero else { break }
-                let wait = min(every, Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18)
-                changed = await Self.waitOrTimeout(db, after: empty.last, seconds: wait)
-                if changed || Task.isCancelled { break }
-                if ContinuousClock.now < deadline { out.yield([10]) }
-            }
-            guard !Task.isCancelled else { out.finish(); return }
-            let page = changed ? ((try? router.changesPage(db, q)) ?? empty) : empty
-            out.yield(CanonicalJSON.encode(page.json) + [10])
-            out.finish()
-        }
-        out.onTermination = { _ in producer.cancel() }
+        let feed = LongpollHeartbeatFeed(router: self, db: db, query: q, empty: empty, every: every)
         var response = RESTResponse(status: 200, headers: [("Content-Type", "application/json"), ("Cache-Control", "must-revalidate")],
-                                    body: .stream(stream))
+                                    body: .stream(AsyncStream(unfolding: { await feed.next() })))
         response.isFeed = true
         return response
     }
@@ -227,48 +210,14 @@ extension RESTRouter {
     }
 
     /// A feed that stays open: each change as it is committed, a heartbeat while idle, and
-    /// (continuous only) `{"last_seq":…}` when `timeout` passes with nothing sent.
+    /// (continuous only) `{"last_seq":…}` when `timeout` passes with nothing sent. Pulled by
+    /// the connection as it can send (`ContinuousChangesFeed`): a client that reads slowly
+    /// slows the feed instead of growing the daemon's memory.
     func continuousChanges(_ db: Database, _ q: ChangesQuery, eventSource: Bool) -> RESTResponse {
-        let (stream, out) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .unbounded)
-        let producer = Task {
-            var position = q.since
-            var sent = 0
-            func emit(_ row: JSONValue, _ seq: Int64) {
-                if eventSource {
-                    out.yield(Array("data: ".utf8) + CanonicalJSON.encode(row) + Array("\nid: \(seq)\n\n".utf8))
-                } else {
-                    out.yield(CanonicalJSON.encode(row) + [10])
-                }
-            }
-            feed: while !Task.isCancelled {
-                let batch: [Change]
-                do { batch = try db.changes(since: position, limit: 500) } catch { break }
-                for change in batch {
-                    position = change.sequence
-                    guard let row = try? Self.changeRow(db, change, q) else { continue }
-                    emit(row, change.sequence)
-                    sent += 1
-                    if sent >= q.limit { break feed }
-                }
-                if !batch.isEmpty { continue }
-                // Caught up: wait for the next commit, a heartbeat, or the end.
-                let wait = q.heartbeat ?? q.timeout ?? 60
-                let changed = await Self.waitOrTimeout(db, after: position, seconds: wait)
-                if Task.isCancelled { break }
-                if !changed {
-                    if q.heartbeat != nil {
-                        out.yield(eventSource ? Array("event: heartbeat\ndata: \n\n".utf8) : [10])
-                    } else {
-                        break
-                    }
-                }
-            }
-            if !eventSource { out.yield(CanonicalJSON.encode(.object(["last_seq": .string(String(position))])) + [10]) }
-            out.finish()
-        }
-        out.onTermination = { _ in producer.cancel() }
+        let feed = ContinuousChangesFeed(db: db, query: q, eventSource: eventSource)
         let type = eventSource ? "text/event-stream" : "application/json"
-        var response = RESTResponse(status: 200, headers: [("Content-Type", type), ("Cache-Control", "no-cache")], body: .stream(stream))
+        var response = RESTResponse(status: 200, headers: [("Content-Type", type), ("Cache-Control", "no-cache")],
+                                    body: .stream(AsyncStream(unfolding: { await feed.next() })))
         response.isFeed = true
         return response
     }

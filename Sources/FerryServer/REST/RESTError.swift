@@ -10,12 +10,20 @@ public struct RESTError: Error, Sendable, Equatable {
     public let error: String
     /// A sentence for people.
     public let reason: String
+    /// Seconds the client should wait before trying again (`Retry-After`, on 429 and 503).
+    public var retryAfter: Int?
 
     /// An error with these parts.
-    public init(_ status: Int, _ error: String, _ reason: String) {
+    public init(_ status: Int, _ error: String, _ reason: String, retryAfter: Int? = nil) {
         self.status = status
         self.error = error
         self.reason = reason
+        self.retryAfter = retryAfter
+    }
+
+    /// 429 `too_many_requests`: this client or user failed to log in too often.
+    public static func tooManyRequests(retryAfter: Int) -> RESTError {
+        RESTError(429, "too_many_requests", "Too many failed logins; retry in \(retryAfter) s.", retryAfter: retryAfter)
     }
 
     /// 400 `bad_request`.
@@ -90,6 +98,7 @@ public struct RESTError: Error, Sendable, Equatable {
     public var response: RESTResponse {
         var r = RESTResponse.json(status, .object(["error": .string(error), "reason": .string(reason)]))
         if status == 401 { r.headers.append(("WWW-Authenticate", #"Basic realm="Ferry""#)) }
+        if let retryAfter { r.headers.append(("Retry-After", String(retryAfter))) }
         return r
     }
 }

@@ -88,7 +88,7 @@ public final class RESTRouter: Sendable {
     /// Who sent `request` and how they proved it.
     func authentication(_ request: RESTRequest) async throws(RESTError) -> AccessControl.Authentication {
         try await access.authenticate(authorization: request.header("Authorization"), cookie: request.header("Cookie"),
-                                      certificate: request.peerCertificate).get()
+                                      certificate: request.peerCertificate, address: request.remoteAddress?.host).get()
     }
 
     private func route(_ r: RESTRequest) async throws(RESTError) -> RESTResponse {

@@ -22,7 +22,8 @@ extension RESTRouter {
     /// CouchDB does: it tells nothing, and a client asks it to learn whether to log in.
     private func currentSession(_ r: RESTRequest) async throws(RESTError) -> RESTResponse {
         let authentication: AccessControl.Authentication
-        switch await access.authenticate(authorization: r.header("Authorization"), cookie: r.header("Cookie"), certificate: r.peerCertificate) {
+        switch await access.authenticate(authorization: r.header("Authorization"), cookie: r.header("Cookie"), certificate: r.peerCertificate,
+                                        address: r.remoteAddress?.host) {
         case .success(let a): authentication = a
         case .failure(let e) where e.status == 401 && r.header("Authorization") == nil:
             authentication = AccessControl.Authentication(identity: .anonymous, method: nil)
@@ -61,10 +62,10 @@ extension RESTRouter {
             e.headers.append(("Set-Cookie", refused))
             return e
         }
-        switch await access.checkPassword(name: name, password: password) {
+        switch await access.checkPassword(name: name, password: password, address: r.remoteAddress?.host) {
         case .failure(let error):
             var e = Self.withoutChallenge(error.response)
-            if error.status == 401 { e.headers.append(("Set-Cookie", refused)) } else { e.headers.append(("Retry-After", "1")) }
+            if error.status == 401 { e.headers.append(("Set-Cookie", refused)) }
             return e
         case .success(let user):
             guard let value = access.issueCookie(for: user, now: now) else { throw .unauthorized() }

@@ -32,6 +32,11 @@ public final class SyncListener: Sendable {
         /// partition, paused process) does not keep its session and feed forever. 0 = off.
         /// Overrides `webSocket`'s ping settings. Default 60.
         public var heartbeat: Double = 60
+        /// Connections (handshaking, open, or serving plain HTTP) beyond this get 503 and
+        /// close; open ones keep working. Overrides `webSocket`'s. Default 100,000.
+        public var maxConnections = 100_000
+        /// The same, per client address (its host). Overrides `webSocket`'s. Default 1,000.
+        public var maxConnectionsPerAddress = 1_000
         /// Serve `wss://` with this certificate (and, optionally, require client
         /// certificates); plain `ws://` when nil (the default, for trusted LANs and tests).
         public var tls: TLSServerConfiguration?
@@ -151,6 +156,8 @@ public final class SyncListener: Sendable {
         let expected = configuration.credentials.map { "Basic " + Data("\($0.user):\($0.password)".utf8).base64EncodedString() }
         var ws = configuration.webSocket ?? BLIPConnection.webSocketConfiguration(app: app)
         ws.subprotocols = [BLIPConnection.subprotocol(app: app)]
+        ws.maxConnections = configuration.maxConnections
+        ws.maxConnectionsPerAddress = configuration.maxConnectionsPerAddress
         if configuration.heartbeat > 0 {
             ws.pingInterval = configuration.heartbeat
             ws.pingTimeout = configuration.heartbeat

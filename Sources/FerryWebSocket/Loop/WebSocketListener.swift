@@ -13,23 +13,21 @@ public final class WebSocketListener: Sendable {
     public typealias PlainHTTPHandler = @Sendable (HandedOffConnection) -> Void
 
     private let tcp: TCPListener
-    private let openConnections: Counter
+    private let admission: ConnectionAdmission
     /// The address bound (with the real port when 0 was asked for).
     public var boundAddress: SocketAddress { tcp.boundAddress }
     /// The port bound.
     public var port: Int { tcp.boundAddress.port }
     /// Connections currently handshaking or open.
-    public var connectionCount: Int { openConnections.value.load(ordering: .relaxed) }
-
-    final class Counter: Sendable { let value = Atomic<Int>(0) }
+    public var connectionCount: Int { admission.openCount }
 
     private let configuration: WebSocketConfiguration
     private let logger: Logger
     private let hook: UpgradeHook
 
-    private init(tcp: TCPListener, counter: Counter, configuration: WebSocketConfiguration, logger: Logger, hook: @escaping UpgradeHook) {
+    private init(tcp: TCPListener, admission: ConnectionAdmission, configuration: WebSocketConfiguration, logger: Logger, hook: @escaping UpgradeHook) {
         self.tcp = tcp
-        openConnections = counter
+        self.admission = admission
         self.configuration = configuration
         self.logger = logger
         self.hook = hook
@@ -46,20 +44,19 @@ public final class WebSocketListener: Sendable {
                             logger: Logger = Logger(label: "ferry.websocket"),
                             plainHTTP: PlainHTTPHandler? = nil,
                             upgrade: @escaping UpgradeHook) async throws(NetError) -> WebSocketListener {
-        let counter = Counter()
+        let admission = ConnectionAdmission(maxConnections: configuration.maxConnections,
+                                            maxPerAddress: configuration.maxConnectionsPerAddress, logger: logger)
         var options = ConnectionOptions()
         options.writeHighWaterMark = configuration.writeHighWaterMark
         options.writeLowWaterMark = configuration.writeHighWaterMark / 4
         let listener = try await TCPListener.bind(host: host, port: port, group: group, options: options, tls: tls) { tcp in
-            let n = counter.value.wrappingAdd(1, ordering: .relaxed).newValue
-            let release: () -> Void = { counter.value.wrappingSubtract(1, ordering: .relaxed) }
-            if n > configuration.maxConnections {
-                logger.warning("connection limit reached", metadata: ["limit": "\(configuration.maxConnections)"])
-                let refuser = Refuser(onFinish: release)
-                tcp.start(handler: refuser)
-                tcp.write(Handshake.errorResponse(status: 503, message: "too many connections",
-                                                  headers: HTTPHeaders([("Retry-After", "1")])))
-                tcp.close()
+            let release: () -> Void
+            switch admission.admit(tcp.remoteAddress) {
+            case .success(let r): release = r
+            case .failure(let refusal):
+                // Existing connections keep working; this one hears why and goes.
+                Refuser.refuse(tcp, Handshake.errorResponse(status: 503, message: refusal == .total ? "too many connections" : "too many connections from your address",
+                                                            headers: HTTPHeaders([("Retry-After", "1")])))
                 return
             }
             let loop = tcp.loop
@@ -67,7 +64,7 @@ public final class WebSocketListener: Sendable {
                                           hook: { upgrade($0, loop) }, onFinish: release)
             upgrader.start(tcp)
         }
-        return WebSocketListener(tcp: listener, counter: counter, configuration: configuration, logger: logger, hook: upgrade)
+        return WebSocketListener(tcp: listener, admission: admission, configuration: configuration, logger: logger, hook: upgrade)
     }
 
     /// Runs the WebSocket upgrade on a connection that `plainHTTP` took, when a later request
@@ -84,14 +81,22 @@ public final class WebSocketListener: Sendable {
     public func close() async { await tcp.close() }
 }
 
-/// Drains and discards input on a connection that was refused before its handshake.
+/// Answers a connection refused before its handshake, then closes it the way RFC 9112 §9.6
+/// asks of a server that has not read the request: the sending side is shut first and what
+/// the client sends is read and dropped until it closes (or two seconds pass), so the close
+/// does not turn into a reset that destroys the answer before the client reads it.
 private final class Refuser: ConnectionHandler {
-    let onFinish: () -> Void
-    init(onFinish: @escaping () -> Void) { self.onFinish = onFinish }
+    static func refuse(_ tcp: TCPConnection, _ answer: [UInt8]) {
+        tcp.start(handler: Refuser())
+        tcp.write(answer)
+        tcp.shutdownOutput()
+        _ = tcp.loop.schedule(after: 2) { if !tcp.isClosed { tcp.abort() } }
+    }
+
     func connectionRead(_ connection: TCPConnection, _ bytes: UnsafeMutableRawBufferPointer) {}
     func connectionWritabilityChanged(_ connection: TCPConnection, writable: Bool) {}
-    func connectionInputClosed(_ connection: TCPConnection) {}
-    func connectionClosed(_ connection: TCPConnection, error: NetError?) { onFinish() }
+    func connectionInputClosed(_ connection: TCPConnection) { connection.close() }
+    func connectionClosed(_ connection: TCPConnection, error: NetError?) {}
 }
 
 /// A connection the WebSocket listener handed to another protocol's handler (see
