@@ -4,14 +4,16 @@ with one server admin. `Server` wraps either with a `requests` session and the U
 checks need (an authenticated session for the harness, credentials written in the URL for
 CouchDB's replicator, as CouchDB users write them)."""
 import os
-import re
-import socket
 import subprocess
-import threading
+import sys
 import time
 from urllib.parse import quote
 
 import requests
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import ferryd  # noqa: E402  (Tests/lib: the one `ferry serve` driver of the Python checks)
+from ferryd import free_port  # noqa: E402
 
 USER, PASSWORD = "fidelity", "fidelity-pass"  # Ferry's server admin (`ferry user add … --role '*=admin'`)
 COUCH_USER, COUCH_PASSWORD = "admin", "admin-pass"  # the tool's default admin
@@ -72,14 +74,6 @@ class Server:
         return self.request("POST", path, **kw)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 class CouchDB:
     """`couchdb start DIR --port P` on a free port (tried three times: the port is free when
     picked, another process could take it before CouchDB binds); `stop()` runs
@@ -108,47 +102,24 @@ class CouchDB:
             self.started = False
 
 
-class Ferry:
-    """`ferry serve --data DIR --port 0` with one server admin added first; the port is read
-    from the daemon's first stdout line (`ferry: serving … at http://127.0.0.1:PORT/ …`), as
-    Tests/REST/ferryd.py does. `stop()` ends that one process (by its handle)."""
+class Ferry(ferryd.Daemon):
+    """`ferry serve --data DIR --port 0 --no-advertise` with one server admin added first, started
+    by Tests/lib/ferryd.py (ready when its first line says where it serves; stderr to LOG_PATH,
+    stdout beside it); `server` is its Server. `stop()` ends that one process (by its handle):
+    SIGTERM, then SIGKILL after 15 s; `crashed()` tells an exit or a Swift crash."""
 
     def __init__(self, binary, directory, log_path):
-        os.makedirs(directory, exist_ok=True)
-        subprocess.run([binary, "user", "add", "--data", directory, USER, "--password", PASSWORD, "--role", "*=admin"],
-                       check=True, stdout=subprocess.DEVNULL)
-        self.log_path = log_path
-        self.log = open(log_path, "w+")
         # --no-advertise: a test daemon has no business on the LAN's mDNS (nor renaming itself
         # around other test daemons' names).
-        self.proc = subprocess.Popen([binary, "serve", "--data", directory, "--port", "0", "--no-advertise"],
-                                     stdout=subprocess.PIPE, stderr=self.log, text=True)
-        m = re.search(r" at (http://127\.0\.0\.1:\d+)/", self.proc.stdout.readline())
-        if not m:
-            self.proc.wait()
-            self.log.seek(0)
-            raise SystemExit(f"ferry serve did not start: {self.log.read()[-800:]}")
-        self.server = Server("ferry", m.group(1), USER, PASSWORD)
-        # Keep reading stdout after the first line: a full pipe would block the daemon.
-        threading.Thread(target=self.proc.stdout.read, daemon=True).start()
-
-    def crashed(self):
-        """The daemon's stderr if it died or printed a Swift crash, else None."""
-        self.log.flush()
-        with open(self.log_path) as f:
-            text = f.read()
-        if self.proc.poll() is not None or "Fatal error" in text or "Backtrace" in text:
-            return text[-600:] or f"exit status {self.proc.returncode}"
-        return None
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        log_dir, log_name = os.path.split(os.path.splitext(log_path)[0])
+        super().__init__(binary, directory, name="Ferry", port=0, flags=["--no-advertise"],
+                         users=[[USER, "--password", PASSWORD, "--role", "*=admin"]],
+                         log_dir=log_dir, log_name=log_name, stop_timeout=15)
+        try:
+            self.start()
+        except ferryd.SetupError as e:
+            raise SystemExit(f"ferry serve did not start: {e}")
+        self.server = Server("ferry", self.url, USER, PASSWORD)
 
 
 def replicate(couch, source, target, timeout=900):

@@ -26,8 +26,8 @@ import threading
 
 import httpx
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ferryd  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import ferryd  # noqa: E402  (Tests/lib)
 
 FERRY, TMP = sys.argv[1], sys.argv[2]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -182,13 +182,14 @@ def main():
     if started.returncode != 0:
         print(f"FAIL: couchdb start: {started.stdout[-400:]} {started.stderr[-400:]}")
         return 1
-    proc = None
+    daemon = None
     try:
         couch_url = f"http://127.0.0.1:{port}"
         couch = httpx.Client(base_url=couch_url, auth=("admin", "admin-pass"), timeout=120)
         couch_ep = lambda db: {"url": f"{couch_url}/{db}", "auth": {"basic": {"username": "admin", "password": "admin-pass"}}}  # noqa: E731
-        proc, ferry_url = ferryd.serve(FERRY, os.path.join(TMP, "att-ferry"), TMP, "att-ferry",
-                                       users=[["u", "--password", "p", "--role", "*=admin"]])
+        daemon = ferryd.serve(FERRY, os.path.join(TMP, "att-ferry"), TMP, "att-ferry",
+                              users=[["u", "--password", "p", "--role", "*=admin"]])
+        ferry_url = daemon.url
         ferry = httpx.Client(base_url=ferry_url, auth=("u", "p"), timeout=120)
         proxy = CountingProxy(int(ferry_url.rsplit(":", 1)[1]))
         ferry_ep = lambda db: {"url": f"http://127.0.0.1:{proxy.port}/{db}", "auth": {"basic": {"username": "u", "password": "p"}}}  # noqa: E731
@@ -248,9 +249,8 @@ def main():
         compare("after body edit on Ferry", couch, "back", {"binary-1m": expected["binary-1m"]})
         check(ok(couch.get("/back/binary-1m")).json().get("title") == "edited on Ferry", "Ferry's body edit reached CouchDB")
     finally:
-        if proc:
-            proc.terminate()
-            proc.wait()
+        if daemon:
+            daemon.stop()
         subprocess.run([COUCHDB, "stop", couch_dir, "--wipe"], capture_output=True)
     print(tally.summary())
     return tally.status()

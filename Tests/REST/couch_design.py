@@ -30,8 +30,8 @@ import sys
 
 import requests
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ferryd  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import ferryd  # noqa: E402  (Tests/lib)
 
 FERRY, TMP = sys.argv[1], sys.argv[2]
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -71,17 +71,18 @@ couch_port = free_port()
 started = subprocess.run([COUCH, "start", couch_dir, "--port", str(couch_port)], capture_output=True, text=True)
 if started.returncode != 0:
     raise SystemExit(f"couchdb start failed: {started.stdout} {started.stderr}")
-ferry_proc = None
+ferry = None
 try:
     couch = Server(f"http://127.0.0.1:{couch_port}", "admin", "admin-pass")
     ok(couch("PUT", "/_users/org.couchdb.user:bob", json={"name": "bob", "password": "bob-pass", "roles": [], "type": "user"}))
     couch_member = Server(couch.base, "bob", "bob-pass")
 
-    ferry_proc, ferry_url = ferryd.serve(FERRY, os.path.join(TMP, "design-data"), TMP, "design-daemon", users=[
+    ferry = ferryd.serve(FERRY, os.path.join(TMP, "design-data"), TMP, "design-daemon", users=[
         ["root", "--password", "root-pass", "--role", "*=admin"],
         ["dbadmin", "--password", "dbadmin-pass", "--role", "fdb=admin", "--role", "diff=admin", "--role", "wdb=admin"],
         ["will", "--password", "will-pass", "--role", "fdb=writer", "--role", "diff=writer", "--role", "wdb=writer"],
     ])
+    ferry_url = ferry.url
     froot = Server(ferry_url, "root", "root-pass")
     fadmin = Server(ferry_url, "dbadmin", "dbadmin-pass")
     fwriter = Server(ferry_url, "will", "will-pass")
@@ -332,9 +333,8 @@ try:
     f = fadmin("GET", "/diff/_changes", params={"filter": "_view", "view": "app/v"})
     check(f.status_code == 501 and f.json().get("error") == "not_implemented", f"_changes?filter=_view: 501 ({f.text[:150]})")
 finally:
-    if ferry_proc is not None:
-        ferry_proc.terminate()
-        ferry_proc.wait(timeout=30)
+    if ferry is not None:
+        ferry.stop(30)
     subprocess.run([COUCH, "stop", couch_dir, "--wipe"], capture_output=True)
 
 print(tally.summary())

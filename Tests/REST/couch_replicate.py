@@ -35,8 +35,8 @@ import uuid
 
 import httpx
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ferryd  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import ferryd  # noqa: E402  (Tests/lib)
 
 FERRY, TMP = sys.argv[1], sys.argv[2]
 tally = ferryd.Tally()
@@ -192,9 +192,10 @@ def compare(src, sdb, tgt, tdb, label):
 
 
 def main():
-    src_proc, src_url = start_daemon("source", ["owner", "--password", "o-pass", "--role", "*=admin"],
-                                     ["puller", "--password", "p-pass", "--role", "src=writer"])
-    tgt_proc, tgt_url = start_daemon("target", ["owner", "--password", "o-pass", "--role", "*=admin"])
+    src = start_daemon("source", ["owner", "--password", "o-pass", "--role", "*=admin"],
+                       ["puller", "--password", "p-pass", "--role", "src=writer"])
+    tgt = start_daemon("target", ["owner", "--password", "o-pass", "--role", "*=admin"])
+    src_url, tgt_url = src.url, tgt.url
     try:
         owner = httpx.Client(base_url=src_url, auth=("owner", "o-pass"), timeout=30)
         ok(owner.put("/src"), 201)
@@ -263,14 +264,10 @@ def main():
         check(r.status_code == 403 and ok(target.get("/dst")).json()["update_seq"] == before,
               f"a reader's replicated write is 403 and writes nothing ({r.status_code})")
     finally:
-        for p in (src_proc, tgt_proc):
-            p.terminate()
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-    for name in ("source", "target"):
-        err = open(os.path.join(TMP, f"repl-{name}.err")).read()
+        for d in (src, tgt):
+            d.stop()
+    for name, d in (("source", src), ("target", tgt)):
+        err = open(d.err_path).read()
         check("Fatal error" not in err and "Backtrace" not in err, f"the {name} daemon did not crash: {err[-300:]}")
     print(f"CouchDB-protocol replication: {len(tally.failed)} failed")
     print(tally.summary())

@@ -23,8 +23,8 @@ import time
 
 import httpx
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ferryd  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import ferryd  # noqa: E402  (Tests/lib)
 
 FERRY, TMP = sys.argv[1], sys.argv[2]
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -124,17 +124,18 @@ def main():
     out = subprocess.run([COUCH, "start", couch_dir, "--port", str(port)], capture_output=True, text=True, check=True).stdout
     couch_base = f"http://127.0.0.1:{port}"
     couch_admin = re.search(r"http://\S+", out).group(0).rstrip("/")
-    ferry_proc = None
+    ferry = None
     try:
         admin = httpx.Client(base_url=couch_admin, timeout=60)
         ok = admin.put("/_users/org.couchdb.user:bob", json={"name": "bob", "password": "pw", "roles": [], "type": "user"})
         check(ok.status_code in (201, 202), f"CouchDB user bob: {ok.status_code} {ok.text}")
         admin.put("/_node/_local/_config/chttpd_auth/timeout", content=json.dumps(str(TIMEOUT)))
         shutil.rmtree(os.path.join(TMP, "session-ferry"), ignore_errors=True)  # a fresh daemon each run
-        ferry_proc, ferry_base = ferryd.serve(
+        ferry = ferryd.serve(
             FERRY, os.path.join(TMP, "session-ferry"), TMP, "session-ferry",
             users=[["bob", "--password", "pw", "--role", "*=writer"], ["adm", "--password", "adm-pw", "--role", "*=admin"]],
             args=["--session-timeout", str(TIMEOUT)])
+        ferry_base = ferry.url
         pair = Pair(httpx.Client(base_url=couch_base, timeout=30), httpx.Client(base_url=ferry_base, timeout=30))
 
         # The same requests, the same answers.
@@ -199,9 +200,8 @@ def main():
         check(count == 25, f"Ferry holds 25: {count}")
         check(logins(ferry_base) - before >= 2, f"CouchDB's replicator logged in with POST /_session ({logins(ferry_base) - before} logins)")
     finally:
-        if ferry_proc:
-            ferry_proc.terminate()
-            ferry_proc.wait()
+        if ferry:
+            ferry.stop()
         subprocess.run([COUCH, "stop", couch_dir, "--wipe"], capture_output=True)
         shutil.rmtree(couch_dir, ignore_errors=True)
     print(tally.summary())

@@ -23,8 +23,8 @@ import time
 import httpx
 import requests
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ferryd  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import ferryd  # noqa: E402  (Tests/lib)
 
 FERRY, TMP = sys.argv[1], sys.argv[2]
 DATA = os.path.join(TMP, "interop-data")
@@ -496,7 +496,8 @@ def curl_checks(base):
 
 
 def main():
-    proc, base = start_daemon()
+    daemon = start_daemon()
+    base = daemon.url
     try:
         admin = Client("requests", base, "admin")
         status(admin.put("/shared"), 201, "server admin creates shared")
@@ -517,12 +518,8 @@ def main():
         status(dbadmin.delete("/shared"), 200, "db admin deletes shared")
         error_shape(admin.get("/shared"), 404, "not_found", "shared is gone")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    err = open(os.path.join(TMP, "interop-daemon.err")).read()
+        daemon.stop()
+    err = open(daemon.err_path).read()
     check("Fatal error" not in err and "Backtrace" not in err, f"the daemon did not crash: {err[-500:]}")
     if pending:
         print(f"PENDING routes (not served by this build): {', '.join(sorted(set(pending)))}")

@@ -27,19 +27,19 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import uuid
 from dataclasses import dataclass
 from typing import Optional, Sequence
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))), "lib"))
+from ferryd import SetupError, in_ns  # noqa: E402,F401  (Tests/lib, shared with the other Python checks)
 
 LOCK_DIR = "/run/ferry-cluster"
 MAX_SLOT = 250
 NEMESIS_TABLE = "fcnemesis"
 PORT = 4984
 DB_NAME = "db"
-
-
-class SetupError(Exception):
-    """The cluster could not be set up (exit status 2)."""
 
 
 class Unsupported(Exception):
@@ -53,11 +53,6 @@ def sh(args: Sequence[str], *, check: bool = True, input: Optional[str] = None,
     if check and p.returncode != 0:
         raise SetupError(f"{' '.join(args)}: exit {p.returncode}: {p.stderr.strip()}")
     return p
-
-
-def in_ns(ns: str, *args: str) -> list[str]:
-    """The argv that runs ``args`` inside namespace ``ns``."""
-    return ["ip", "netns", "exec", ns, *args]
 
 
 def check_prerequisites() -> None:
