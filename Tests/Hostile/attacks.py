@@ -76,9 +76,13 @@ def parse_status(buf: bytes) -> Optional[int]:
 
 def wrong_password(ctx: Ctx) -> dict:
     """`connections` keep-alive connections over `addresses` addresses, each sending GET of a
-    document with a wrong Basic password as fast as it is answered. Per address: the refusals
-    (any answer but 429 and 2xx) before its first 429."""
+    document with a wrong Basic password as soon as the previous one is answered, at most
+    `rate` a second per connection (0 = no limit; the default 20, 1,000/s in all, keeps the
+    attacker's own CPU from competing with the good clients on a small machine once the daemon
+    answers cheaply). Per address: the refusals (any answer but 429 and 2xx) before its first
+    429."""
     n = int(ctx.p.get("connections", 50))
+    rate = float(ctx.p.get("rate", 20))
     addrs = [f"127.0.1.{i + 1}" for i in range(int(ctx.p.get("addresses", 5)))]
     lock = threading.Lock()
     per_addr: dict[str, list[int]] = {a: [] for a in addrs}   # statuses in the order they arrived
@@ -90,7 +94,13 @@ def wrong_password(ctx: Ctx) -> dict:
         addr = addrs[i % len(addrs)]
         auth = ctx.auth(f"wrong-{i}")
         conn: Optional[http.client.HTTPConnection] = None
+        due = time.monotonic()
         while not ctx.over():
+            if rate > 0:
+                due = max(due + 1 / rate, time.monotonic() - 1)
+                ctx.stop.wait(max(0.0, min(due, ctx.deadline) - time.monotonic()))
+                if ctx.over():
+                    break
             try:
                 if conn is None:
                     conn = http.client.HTTPConnection("127.0.0.1", ctx.port, timeout=10, source_address=(addr, 0))

@@ -8,6 +8,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import select
 import signal
 import subprocess
@@ -72,10 +73,12 @@ def nofile_limit(pid: int) -> str:
 class Daemon:
     """One `ferry serve --data DIR --port 0` on 127.0.0.1 with one server admin."""
 
-    def __init__(self, bin_path: str, run_dir: str, user: str, password: str, extra: list[str]):
+    def __init__(self, bin_path: str, run_dir: str, user: str, password: str, extra: list[str],
+                 nofile: Optional[int] = None):
         self.bin, self.run_dir, self.user, self.password = bin_path, run_dir, user, password
         self.data = os.path.join(run_dir, "data")
         self.extra = extra
+        self.nofile = nofile
         self.proc: Optional[subprocess.Popen] = None
         self.host = "127.0.0.1"
         self.port = 0
@@ -97,8 +100,16 @@ class Daemon:
         argv = [self.bin, "serve", "--data", self.data, "--port", "0", *self.extra]
         with open(os.path.join(self.run_dir, "ferry-serve.argv"), "w") as f:
             f.write(" ".join(argv) + "\n")
+        dies = die_with_parent(signal.SIGTERM)
+        nofile = self.nofile
+
+        def preexec():
+            dies()
+            if nofile:
+                _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+                resource.setrlimit(resource.RLIMIT_NOFILE, (min(nofile, hard), hard))
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
-                                     preexec_fn=die_with_parent(signal.SIGTERM))
+                                     preexec_fn=preexec)
         err.close()
         assert self.proc.stdout is not None
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
@@ -168,28 +179,14 @@ class Daemon:
         return obj
 
 
-def thread_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds (user + system) of the process's threads, summed by thread name with a
-    trailing number dropped (`ferry-password-1` → `ferry-password`); `*` is the whole process."""
-    tick = os.sysconf("SC_CLK_TCK")
-    out: dict[str, float] = {}
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) the process has used; 0 when it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        out["*"] = (int(fields[11]) + int(fields[12])) / tick
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                    raw = f.read()
-            except OSError:
-                continue
-            name = raw[raw.index("(") + 1:raw.rindex(")")]
-            fields = raw.rsplit(")", 1)[1].split()
-            key = re.sub(r"[-_ ]*\d*$", "", name)
-            out[key] = out.get(key, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
-        pass
-    return out
+        return 0.0
 
 
 class Sampler(threading.Thread):

@@ -81,13 +81,14 @@ class Sightings:
 
 
 class Recorder:
-    """Every good request: (start, latency s, op, ok, status)."""
+    """Every good request: (end, latency s, op, ok, status). A window holds the requests that
+    ended in it (so one stuck across the window's start shows there, with its whole wait)."""
 
     def __init__(self):
         self.rows: list[tuple[float, float, str, bool, int]] = []
 
     def add(self, t0: float, lat: float, op: str, ok: bool, status: int) -> None:
-        self.rows.append((t0, lat, op, ok, status))     # list.append is atomic
+        self.rows.append((t0 + lat, lat, op, ok, status))     # list.append is atomic
 
     def window(self, t0: float, t1: float):
         return [r for r in list(self.rows) if t0 <= r[0] < t1]
@@ -110,6 +111,7 @@ class GoodWorker(threading.Thread):
         self.n = 0
         self.conn: Optional[http.client.HTTPConnection] = None
         self.used = 0
+        self.inflight_since: Optional[float] = None     # the start of the request in flight
 
     def _conn(self) -> http.client.HTTPConnection:
         if self.conn is None or self.used >= self.reconnect_every:
@@ -148,6 +150,7 @@ class GoodWorker(threading.Thread):
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
         t0 = time.monotonic()
+        self.inflight_since = t0
         status = 0
         raw = b""
         try:
@@ -161,6 +164,7 @@ class GoodWorker(threading.Thread):
         except (OSError, http.client.HTTPException):
             self._drop()
         t1 = time.monotonic()
+        self.inflight_since = None
         ok = 200 <= status < 300
         self.rec.add(t0, t1 - t0, op, ok, status)
         if doc is None:
