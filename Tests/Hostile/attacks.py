@@ -428,13 +428,15 @@ def ws_idle(ctx: Ctx) -> dict:
 # --- 4. a slow _changes reader ----------------------------------------------------------------------
 
 def slow_changes(ctx: Ctx) -> dict:
-    """`readers` continuous feeds (`since=0`, `include_docs=true`, heartbeat 1 s) with the right
-    credentials and a small receive buffer, each reading `bytes_per_read` byte every
-    `read_interval` seconds while the good clients write."""
+    """`readers` continuous feeds (`since` 0 and `include_docs=true` by default, heartbeat 1 s)
+    with the right credentials and a small receive buffer, each reading `bytes_per_read` byte
+    every `read_interval` seconds while the good clients write."""
     n = int(ctx.p.get("readers", 1))
     rcvbuf = int(ctx.p.get("rcvbuf", 1024))
     every = float(ctx.p.get("read_interval", 1.0))
     per = int(ctx.p.get("bytes_per_read", 1))
+    since = ctx.p.get("since", 0)
+    docs = "true" if ctx.p.get("include_docs", True) else "false"
     socks = []
     fails = collections.Counter()
     for i in range(n):
@@ -444,7 +446,7 @@ def slow_changes(ctx: Ctx) -> dict:
             s.bind((f"127.0.4.{i % 250 + 1}", 0))
             s.settimeout(10)
             s.connect(("127.0.0.1", ctx.port))
-            s.sendall((f"GET /{ctx.db}/_changes?feed=continuous&since=0&include_docs=true&heartbeat=1000 HTTP/1.1\r\n"
+            s.sendall((f"GET /{ctx.db}/_changes?feed=continuous&since={since}&include_docs={docs}&heartbeat=1000 HTTP/1.1\r\n"
                        f"Host: 127.0.0.1\r\nAuthorization: {ctx.auth()}\r\n\r\n").encode())
             socks.append(s)
         except OSError as e:
