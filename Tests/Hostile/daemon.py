@@ -96,7 +96,7 @@ class Daemon:
                            capture_output=True, timeout=60)
         if p.returncode != 0:
             raise SetupError(f"ferry user add failed: {p.stderr.strip()}")
-        err = open(os.path.join(self.run_dir, "ferry-serve.err"), "wb")
+        err = open(os.path.join(self.run_dir, "ferry-serve.err"), "ab")     # a restart appends
         argv = [self.bin, "serve", "--data", self.data, "--port", "0", *self.extra]
         with open(os.path.join(self.run_dir, "ferry-serve.argv"), "w") as f:
             f.write(" ".join(argv) + "\n")
