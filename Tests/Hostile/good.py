@@ -10,7 +10,6 @@ import json
 import os
 import random
 import signal
-import socket
 import sqlite3
 import subprocess
 import threading

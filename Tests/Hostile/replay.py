@@ -35,7 +35,6 @@ import socket
 import struct
 import subprocess
 import time
-from typing import Optional
 
 from daemon import basic, die_with_parent
 
