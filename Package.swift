@@ -88,7 +88,7 @@ let package = Package(
         // The daemon's parts (issue 19, growing): database names in a data directory, stored
         // passwords; REST, access control and metrics come here.
         .target(name: "FerryServer",
-                dependencies: ["FerrySync", "FerryStore", "FerryHTTP", "FerryWebSocket", "FerryNet", "FerryDiscovery", "FerryDNS", "COpenSSL", "CZlib",
+                dependencies: ["FerrySync", "FerryStore", "FerryHTTP", "FerryWebSocket", "FerryNet", "FerryDiscovery", "FerryDNS", "COpenSSL", "CZlib", "CFerrySystem",
                                .product(name: "Logging", package: "swift-log"),
                                .product(name: "CoreMetrics", package: "swift-metrics"),
                                .product(name: "Prometheus", package: "swift-prometheus")]),

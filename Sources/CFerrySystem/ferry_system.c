@@ -86,3 +86,11 @@ uint64_t ferry_monotonic_ns(void) {
 }
 
 int ferry_accept(int fd) { return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC); }
+
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+int ferry_lower_thread_priority(int nice) {
+    return setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice);
+}

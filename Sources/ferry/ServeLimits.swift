@@ -13,6 +13,7 @@ struct ServeLimits: Equatable {
     var maxDocumentSize = 20 * 1024 * 1024
     var maxRequestSize = 64 * 1024 * 1024
     var maxRequestMemory = 128 * 1024 * 1024
+    var maxUploadRate = 16 * 1024 * 1024
     var loginFreeFailures = 5
     var loginMaxDelay: Double = 300
 
@@ -34,6 +35,7 @@ struct ServeLimits: Equatable {
         int("max-document-size", 1024, \.maxDocumentSize),
         int("max-request-size", 1024, \.maxRequestSize),
         int("max-request-memory", 1_048_576, \.maxRequestMemory),
+        int("max-upload-rate", 0, \.maxUploadRate),
         int("login-free-failures", 0, \.loginFreeFailures),
         seconds("login-max-delay", \.loginMaxDelay),
     ] }
@@ -67,6 +69,7 @@ struct ServeLimits: Equatable {
         config.databaseOptions.maxDocumentSize = maxDocumentSize
         config.httpLimits.maxBodySize = maxRequestSize
         config.maxRequestMemory = maxRequestMemory
+        config.maxUploadRate = maxUploadRate
         policy.failureLimits = FailureThrottle.Limits(freeFailures: loginFreeFailures, maxDelay: .milliseconds(Int64(loginMaxDelay * 1000)))
     }
 }
@@ -81,6 +84,7 @@ struct LimitOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Largest document body in bytes; larger ones get 413 (default 20971520).", valueName: "bytes")) var maxDocumentSize: Int?
     @Option(help: ArgumentHelp("Largest HTTP request body in bytes; larger ones get 413 (default 67108864).", valueName: "bytes")) var maxRequestSize: Int?
     @Option(help: ArgumentHelp("Bytes all request bodies in progress may hold; more get 503 (default 134217728).", valueName: "bytes")) var maxRequestMemory: Int?
+    @Option(help: ArgumentHelp("Bytes per second of request bodies one client address may send; 0 = no limit (default 16777216).", valueName: "bytes")) var maxUploadRate: Int?
     @Option(help: "Failed logins per address or user before 429 with a growing delay (default 5).") var loginFreeFailures: Int?
     @Option(help: ArgumentHelp("The longest delay a failing address or user is refused for (default 300).", valueName: "s")) var loginMaxDelay: Double?
 
@@ -94,6 +98,7 @@ struct LimitOptions: ParsableArguments {
         if let v = maxDocumentSize { limits.maxDocumentSize = v }
         if let v = maxRequestSize { limits.maxRequestSize = v }
         if let v = maxRequestMemory { limits.maxRequestMemory = v }
+        if let v = maxUploadRate { limits.maxUploadRate = v }
         if let v = loginFreeFailures { limits.loginFreeFailures = v }
         if let v = loginMaxDelay { limits.loginMaxDelay = v }
     }

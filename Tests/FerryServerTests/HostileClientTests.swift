@@ -73,6 +73,12 @@ struct HostileClientTests {
         t.recordSuccess(address: "a", user: "u")
         t.recordFailure(address: "a", user: "u", now: start)
         #expect(t.refusal(address: "a", user: "u", now: start) == nil)
+        // Two checks at once per address; a third waits for neither.
+        #expect(t.beginCheck(address: "b") && t.beginCheck(address: "b"))
+        #expect(!t.beginCheck(address: "b"))
+        #expect(t.beginCheck(address: "c"))
+        t.endCheck(address: "b")
+        #expect(t.beginCheck(address: "b"))
     }
 
     @Test func requestBodiesHoldABoundedTotalAndSmallOnesAreNotRefused() {

@@ -64,4 +64,7 @@ ssize_t ferry_udp_receive(int fd, uint8_t *buf, size_t len, void *from, unsigned
 /// Sends one datagram to `to` out of interface `ifindex` (0 = the routing table's choice).
 ssize_t ferry_udp_send(int fd, const uint8_t *buf, size_t len, const void *to, unsigned tolen, unsigned ifindex);
 
+
+/// Lowers the calling thread's scheduling priority to `nice` (Linux: per thread). 0 on success.
+int ferry_lower_thread_priority(int nice);
 #endif

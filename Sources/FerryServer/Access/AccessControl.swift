@@ -167,6 +167,7 @@ public final class AccessControl: Sendable {
             if let o = refusal.firstRefusal {
                 logger.warning("too many failed logins: refusing for a while", metadata: [o.kind: "\(o.value)", "retry_after_s": "\(refusal.wait.components.seconds + 1)"])
             }
+            await Self.tarpit(refusal.wait)
             return .failure(.tooManyRequests(retryAfter: Int(refusal.wait.components.seconds) + 1))
         }
         guard let user = users[name], let hash = user.password else {
@@ -177,6 +178,11 @@ public final class AccessControl: Sendable {
             throttle.recordFailure(address: address, user: name)
             return .failure(.unauthorized())
         }
+        guard throttle.beginCheck(address: address) else {
+            await Self.tarpit(.seconds(1))
+            return .failure(.tooManyRequests(retryAfter: 1))
+        }
+        defer { throttle.endCheck(address: address) }
         let ok: Bool
         do { ok = try await checks.run { hash.matches(password) } } catch {
             return .failure(RESTError(503, "service_unavailable", "too many password checks are waiting; retry in a moment", retryAfter: 1))
@@ -195,6 +201,14 @@ public final class AccessControl: Sendable {
             s.verified[key] = (name, hash)
         }
         return .success(name)
+    }
+
+    /// Holds a refusal back for up to a second before it is answered: a client hammering on
+    /// keep-alive connections then sends about one request per connection per second instead
+    /// of as many as the daemon can refuse. Holding costs a suspended task, no thread; a client
+    /// that leaves ends the wait.
+    static func tarpit(_ wait: Duration) async {
+        try? await Task.sleep(for: min(wait, .seconds(1)))
     }
 
     /// A fresh `AuthSession` cookie value for `user` (who just proved their password); nil

@@ -26,8 +26,12 @@ public final class FailureThrottle: Sendable {
         public var forgetAfter: Duration = .seconds(900)
         /// Offenders tracked at most (addresses and users together).
         public var maxEntries = 10_000
+        /// Password checks one address may have queued or running at once: a client that
+        /// sends more in parallel is flooding, and gets 429 at once instead of a place in the
+        /// queue.
+        public var checksPerAddress = 2
         /// No throttling at all (tests that hammer one user with wrong passwords on purpose).
-        public static let off = Limits(freeFailures: .max)
+        public static let off: Limits = { var l = Limits(freeFailures: .max); l.checksPerAddress = .max; return l }()
 
         /// Failures free for an offender of this kind.
         func free(_ kind: String) -> Int { kind == "user" ? userFreeFailures : freeFailures }
@@ -58,6 +62,8 @@ public final class FailureThrottle: Sendable {
     }
 
     private struct State {
+        /// Password checks queued or running, per address.
+        var checking: [String: Int] = [:]
         var entries: [Offender: Entry] = [:]
         var failures = 0
         var refusals = 0
@@ -121,6 +127,29 @@ public final class FailureThrottle: Sendable {
                 if over > 0 { e.until = now + delay(after: over) }
                 s.entries[o] = e
             }
+        }
+    }
+
+    /// Whether `address` may start another password check now (false: it has
+    /// `limits.checksPerAddress` already, a refusal is counted); call `endCheck` after one started.
+    func beginCheck(address: String?) -> Bool {
+        guard let address else { return true }
+        return state.withLock { s in
+            guard s.checking[address, default: 0] < limits.checksPerAddress else {
+                s.refusals += 1
+                return false
+            }
+            s.checking[address, default: 0] += 1
+            return true
+        }
+    }
+
+    /// A check `beginCheck` let start has ended.
+    func endCheck(address: String?) {
+        guard let address else { return }
+        state.withLock { s in
+            let left = s.checking[address, default: 1] - 1
+            s.checking[address] = left > 0 ? left : nil
         }
     }
 

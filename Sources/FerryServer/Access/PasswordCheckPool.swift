@@ -1,3 +1,4 @@
+import CFerrySystem
 import Foundation
 import Synchronization
 
@@ -70,6 +71,9 @@ public final class PasswordCheckPool: Sendable {
     private final class Abandoned: Sendable { let flag = Atomic(false) }
 
     private func work() {
+        // Below everything else the daemon does: a flood of checks takes the cores' spare
+        // time, not the time of the requests being served.
+        _ = ferry_lower_thread_priority(10)
         while true {
             available.wait()
             let job = state.withLock { s -> (@Sendable () -> Void)? in

@@ -37,6 +37,9 @@ public final class FerryDaemon: Sendable {
         /// 64 KiB of each); one address's bodies may hold `httpLimits.maxBodySize`. A body
         /// past either gets 503 and its connection closes.
         public var maxRequestMemory = 128 * 1024 * 1024
+        /// Bytes per second of request bodies one client address may send (its connections
+        /// are read no faster); 0 = no limit.
+        public var maxUploadRate = 16 * 1024 * 1024
         /// Connections beyond this get 503 and close (open ones keep working).
         public var maxConnections = 100_000
         /// Connections from one client address beyond this get 503 and close.
@@ -182,13 +185,14 @@ public final class FerryDaemon: Sendable {
             }
         }
         let limits = configuration.httpLimits
+        let uploads = configuration.maxUploadRate > 0 ? UploadRateLimiter(bytesPerSecond: configuration.maxUploadRate) : nil
         let bodies = RequestBodyBudget(total: configuration.maxRequestMemory,
                                        perAddress: min(configuration.maxRequestMemory, max(limits.maxBodySize, 1 << 20)))
         let timeouts = HTTPServerConnection.Timeouts(idle: configuration.idleTimeout, request: configuration.requestTimeout,
                                                      slowReader: configuration.slowReaderTimeout)
         sync.plainHTTP = { handoff in
             let connection = HTTPServerConnection(
-                handoff: handoff, limits: limits, timeouts: timeouts, logger: logger, tracker: tracker, bodies: bodies,
+                handoff: handoff, limits: limits, timeouts: timeouts, logger: logger, tracker: tracker, bodies: bodies, uploads: uploads,
                 respond: { request in
                     // Counted here, around the whole router, so every route is counted
                     // without the routes knowing.

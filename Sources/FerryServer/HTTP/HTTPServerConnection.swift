@@ -34,6 +34,9 @@ final class HTTPServerConnection: ConnectionHandler {
     private let peerCertificate: TLSCertificate?
     private let tracker: HTTPConnectionTracker?
     private let bodies: RequestBodyBudget?
+    private let uploads: UploadRateLimiter?
+    /// Reading is paused until the address's upload rate allows more.
+    private var rateLimited = false
     /// The client's host, what `bodies` counts by.
     private let address: String
 
@@ -64,7 +67,7 @@ final class HTTPServerConnection: ConnectionHandler {
     private var slowReaderTimer: TimerHandle?
 
     init(handoff: HandedOffConnection, limits: HTTPLimits, timeouts: Timeouts, logger: Logger,
-         tracker: HTTPConnectionTracker? = nil, bodies: RequestBodyBudget? = nil,
+         tracker: HTTPConnectionTracker? = nil, bodies: RequestBodyBudget? = nil, uploads: UploadRateLimiter? = nil,
          respond: @escaping Responder, upgrader: @escaping Upgrader) {
         self.handoff = handoff
         decoder = HTTPRequestDecoder(limits: limits)
@@ -75,6 +78,7 @@ final class HTTPServerConnection: ConnectionHandler {
         peerCertificate = handoff.tcp.tlsSession?.peerCertificate
         self.tracker = tracker
         self.bodies = bodies
+        self.uploads = uploads
         address = handoff.tcp.remoteAddress?.host ?? ""
     }
 
@@ -148,6 +152,17 @@ final class HTTPServerConnection: ConnectionHandler {
                     return
                 }
                 body += piece
+                if let uploads, !rateLimited {
+                    let wait = uploads.consume(piece.count, address: address)
+                    if wait > 0 {
+                        rateLimited = true
+                        tcp.pauseReading()
+                        _ = tcp.loop.schedule(after: wait) { [self] in
+                            rateLimited = false
+                            if !closed && !readingPaused { tcp.resumeReading() }
+                        }
+                    }
+                }
             case .end:
                 guard let h = head else { continue }
                 head = nil
@@ -359,7 +374,7 @@ final class HTTPServerConnection: ConnectionHandler {
         guard writable else { return }
         if readingPaused && !closed {
             readingPaused = false
-            tcp.resumeReading()
+            if !rateLimited { tcp.resumeReading() }
         }
         resumeWriter(true)
     }
