@@ -285,6 +285,8 @@ final class HTTPServerConnection: ConnectionHandler {
             if let t = timer { tcp.loop.cancel(t); timer = nil }
             closed = true
             tracker?.left(ObjectIdentifier(self))
+            // The WebSocket side reads from here on, whatever paused this side's reading.
+            if readingPaused || rateLimited { tcp.resumeReading() }
             upgrader(handoff, bytes)
         } else if inputClosed {
             closeGracefully()
