@@ -99,13 +99,21 @@ struct HostileClientTests {
         defer { Task { await f.stop() } }
         // Three idle connections from one address hold its slots (a request each proves they
         // were admitted); the fourth is refused; another address is served.
+        // (Blocking socket calls run off the cooperative pool, which answers the requests.)
         var held: [RawClient] = []
         defer { for c in held { c.close() } }
+        let port = f.daemon.port
         for _ in 0..<3 {
-            let c = try RawClient(port: f.daemon.port, from: "127.0.0.24")
-            try c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-            #expect(try c.readResponse().status == 200)
+            let opened: Result<(RawClient, Int), HTTPTestClient.Failure> = await offPool {
+                do {
+                    let c = try RawClient(port: port, from: "127.0.0.24")
+                    try c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                    return .success((c, try c.readResponse().status))
+                } catch { return .failure(HTTPTestClient.Failure(reason: "\(error)")) }
+            }
+            let (c, status) = try opened.get()
             held.append(c)
+            #expect(status == 200)
         }
         let refused = try await RawClient.request(port: f.daemon.port, from: "127.0.0.24", "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         #expect(refused.status == 503)
@@ -129,9 +137,16 @@ struct HostileClientTests {
         }
         // About 33 MB of feed; the client reads nothing through a small receive buffer.
         let before = f.daemon.httpConnections.bytesOut
-        let c = try RawClient(port: f.daemon.port, from: "127.0.0.25", receiveBuffer: 4096)
+        let port = f.daemon.port
+        let opened: Result<RawClient, HTTPTestClient.Failure> = await offPool {
+            do {
+                let c = try RawClient(port: port, from: "127.0.0.25", receiveBuffer: 4096)
+                try c.send("GET /db/_changes?feed=continuous&include_docs=true&heartbeat=1000 HTTP/1.1\r\nHost: x\r\n\r\n")
+                return .success(c)
+            } catch { return .failure(HTTPTestClient.Failure(reason: "\(error)")) }
+        }
+        let c = try opened.get()
         defer { c.close() }
-        try c.send("GET /db/_changes?feed=continuous&include_docs=true&heartbeat=1000 HTTP/1.1\r\nHost: x\r\n\r\n")
         // The daemon drops it after a second of no progress; until then it wrote at most its
         // output buffer plus what the kernel's socket buffers hold (a few MB), not the feed.
         let dropped = try await waitFor { f.daemon.httpConnections.openConnections == 0 }
@@ -156,7 +171,8 @@ extension Result {
 }
 
 /// A blocking TCP client bound to a chosen loopback source address, so a test can be several
-/// clients (Linux routes all of 127/8 to the loopback device).
+/// clients (Linux routes all of 127/8 to the loopback device). Use it off the cooperative
+/// pool (`offPool`): a blocking read there can hold the thread the daemon needs to answer.
 final class RawClient: @unchecked Sendable {
     // @unchecked: the descriptor is used by one test task at a time; nothing shares it.
     let fd: Int32
