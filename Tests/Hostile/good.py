@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Optional
 
-from daemon import die_with_parent
+from daemon import die_with_parent, stop_process
 
 REQUEST_TIMEOUT = 10.0
 
@@ -294,14 +294,4 @@ class BlipPull:
             db.close()
 
     def stop_process(self) -> Optional[int]:
-        p = self.proc
-        if p is None:
-            return None
-        if p.poll() is None:
-            p.send_signal(signal.SIGINT)
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        return p.returncode
+        return stop_process(self.proc, signal.SIGINT, 10)

@@ -36,7 +36,7 @@ import struct
 import subprocess
 import time
 
-from daemon import basic, die_with_parent
+from daemon import basic, die_with_parent, stop_process
 
 MDNS = ("224.0.0.251", 5353)
 FAKE_ADDR = "127.0.6.1"
@@ -235,12 +235,7 @@ def run(ctx) -> dict:
         txt = captured["txt"]["rdata"]
         result["captured_txt"] = {k: v for k, v in captured["txt"]["txt"].items()}
         # the member leaves (goodbye), and the victim lets it go
-        member.send_signal(signal.SIGTERM)
-        try:
-            member.wait(10)
-        except subprocess.TimeoutExpired:
-            member.kill()
-            member.wait()
+        stop_process(member, signal.SIGTERM, 10)
         end = time.monotonic() + 10
         while time.monotonic() < end and any(pp.get("id") == member_id for pp in _discovery(ctx, auth)):
             ctx.stop.wait(0.1)

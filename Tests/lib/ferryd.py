@@ -1,15 +1,18 @@
 """The one `ferry serve` driver of the Python checks (Tests/REST, Tests/CouchDB, Tests/Discovery,
-Tests/Replications, Docker/test, and Tests/Cluster's SetupError and in_ns).
+Tests/Replications, Tests/Hostile, Docker/test, and Tests/Cluster's SetupError and in_ns).
 
 - ``Daemon``: ``ferry serve --data DIR`` started on loopback or inside a network namespace
   (``ip netns exec``, optionally in a UTS namespace of its own with a host name), on a given
   port or a free one (``port=0``, read back from its first line), with users and databases made
   first; ready when it prints where it serves (read as it is written, with a deadline: no fixed
   sleep); its REST API with its admin bearer token (``request``, ``ok``, ``json``), its CLI
-  (``cli``), and ``stop``: SIGTERM, then SIGKILL after a deadline. Logs: ``LOG_DIR/NAME.err``
+  (``cli``), and ``stop``: SIGTERM, then SIGKILL after a deadline; optionally a death signal
+  (it dies with the script, even a SIGKILLed one) and a lower open-files limit. Logs: ``LOG_DIR/NAME.err``
   (stderr), ``.out`` (stdout), ``.argv`` (each command line), appended across restarts.
 - ``http_request``: one JSON request on a new connection (bearer or Basic credentials, TLS
   without verification, or a socket made elsewhere, e.g. by ``ns_connect``).
+- ``die_with_parent`` (a preexec_fn: the child gets a signal when the script dies) and
+  ``stop_process`` (any child: a signal, then SIGKILL after a deadline).
 - ``poll_until`` (a step polled until it holds, with a deadline), ``free_port``, ``log``,
   ``short``, ``insecure_context``, ``ns_socket``/``ns_connect``/``in_ns``, and the exceptions
   ``SetupError`` (exit 2) and ``CheckFailed``.
@@ -27,6 +30,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import select
 import signal
 import socket
@@ -41,6 +45,7 @@ POLL = 0.1               # seconds between polls (poll_until's default)
 READY_TIMEOUT = 60       # seconds for `ferry serve` to say where it serves
 STOP_TIMEOUT = 10        # seconds from SIGTERM to SIGKILL
 CLONE_NEWNET = 0x40000000
+PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -104,6 +109,33 @@ def insecure_context() -> ssl.SSLContext:
         _insecure.check_hostname = False
         _insecure.verify_mode = ssl.CERT_NONE
     return _insecure
+
+
+# -- child processes ----------------------------------------------------------------------------
+
+def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None]:
+    """A preexec_fn: the child gets ``sig`` when the script dies (even by SIGKILL), so it does not
+    outlive it. Start such children from the main thread only (the death signal follows the
+    thread that forked)."""
+    def fn() -> None:
+        _libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    return fn
+
+
+def stop_process(proc: Optional[subprocess.Popen], signum: int = signal.SIGTERM,
+                 timeout: float = STOP_TIMEOUT) -> Optional[int]:
+    """Sends ``signum`` to ``proc`` if it still runs, SIGKILL after ``timeout`` seconds; its exit
+    status (None if it was never started)."""
+    if proc is None:
+        return None
+    if proc.poll() is None:
+        proc.send_signal(signum)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
 
 
 # -- network namespaces --------------------------------------------------------------------------
@@ -226,7 +258,9 @@ class Daemon:
     in a session of its own, so a Ctrl-C on the terminal reaches only the script, which stops
     it. ``log_dir`` and ``log_name``: where stderr, stdout and the command lines go (default:
     beside DATA, named ``name``). ``failure``: what ``ok`` raises when a request fails
-    (CheckFailed by default). A daemon still running when the script exits is stopped (atexit).
+    (CheckFailed by default). ``death_signal``: the signal the daemon gets when the script dies
+    (``die_with_parent``; None: none). ``nofile``: its soft open-files limit (at most the hard
+    one; None: inherited). A daemon still running when the script exits is stopped (atexit).
 
     After ``start``: ``url`` (``http[s]://HOST:PORT``), ``address``, ``port`` (the real one),
     ``tls``, ``token`` (the admin bearer token of ``DATA/_daemon.json``), ``proc``. ``start``
@@ -237,12 +271,14 @@ class Daemon:
                  users: Iterable[Sequence[str]] = (), dbs: Iterable[str] = (), hostname: Optional[str] = None,
                  new_session: bool = False, log_dir: Optional[str] = None, log_name: Optional[str] = None,
                  failure: type[Exception] = CheckFailed, ready_timeout: float = READY_TIMEOUT,
-                 stop_timeout: float = STOP_TIMEOUT) -> None:
+                 stop_timeout: float = STOP_TIMEOUT, death_signal: Optional[int] = None,
+                 nofile: Optional[int] = None) -> None:
         self.ferry, self.data, self.name, self.ns = ferry, data, name, ns
         self.address, self.port = address, port
         self.flags, self.users, self.dbs = list(flags), [list(u) for u in users], list(dbs)
         self.hostname, self.new_session, self.failure = hostname, new_session, failure
         self.ready_timeout, self.stop_timeout = ready_timeout, stop_timeout
+        self.death_signal, self.nofile = death_signal, nofile
         self.log_dir = log_dir or os.path.dirname(os.path.abspath(data))
         stem = os.path.join(self.log_dir, log_name or name)
         self.err_path, self.out_path, self.argv_path = stem + ".err", stem + ".out", stem + ".argv"
@@ -271,6 +307,21 @@ class Daemon:
             argv = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', self.hostname, *argv]
         return in_ns(self.ns, *argv) if self.ns else argv
 
+    def _preexec(self) -> Optional[Callable[[], None]]:
+        """The child's preexec_fn for ``death_signal`` and ``nofile`` (None without them)."""
+        if self.death_signal is None and not self.nofile:
+            return None
+        dies = die_with_parent(self.death_signal) if self.death_signal is not None else None
+        nofile = self.nofile
+
+        def fn() -> None:
+            if dies:
+                dies()
+            if nofile:
+                _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+                resource.setrlimit(resource.RLIMIT_NOFILE, (min(nofile, hard), hard))
+        return fn
+
     def start(self) -> "Daemon":
         """Starts the daemon and returns once it says where it serves (SetupError if it exits
         first or says nothing within ``ready_timeout``)."""
@@ -288,7 +339,7 @@ class Daemon:
             f.write(" ".join(argv) + "\n")
         with open(self.err_path, "ab") as err:
             self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
-                                         start_new_session=self.new_session)
+                                         start_new_session=self.new_session, preexec_fn=self._preexec())
         _running.add(self)
         self.expect_exit = False
         out = open(self.out_path, "ab")
