@@ -1,9 +1,10 @@
 """An mDNS/DNS-SD peer we did not write: python-zeroconf, run inside a host's namespace by
 Tests/Discovery/check (with the repository's .venv Python, which has ``zeroconf``).
 
-    zc.py register --ip IP --name NAME --port P [--type T] [--host H] [--txt KEY=VALUE ...]
+    zc.py register --ip IP --name NAME --port P [--type T] [--host H] [--txt KEY=VALUE ... | --txt-hex HEX]
         Registers instance NAME of service type T (default ``_ferry._tcp.local.``) at IP:P,
-        its SRV target H (default NAME-zc.local.) with an A record for IP, and the TXT pairs.
+        its SRV target H (default NAME-zc.local.) with an A record for IP, and the TXT pairs
+        (or, with --txt-hex, the TXT record's data exactly as given: a captured one replayed).
         Prints ``ready NAME`` once probing and the first announcement are done, then stays
         until SIGTERM or end of standard input, and unregisters (goodbye packets) on the way out.
 
@@ -11,7 +12,8 @@ Tests/Discovery/check (with the repository's .venv Python, which has ``zeroconf`
         Browses T on IP's interface for S seconds (default 5), or less: it stops once an instance
         whose name starts with each PREFIX has been resolved. Prints one JSON array: for each
         instance seen, {"name" (instance label), "fullname", "server", "addresses", "port",
-        "txt": {key: value}} ("resolved": false and no details if it could not be resolved).
+        "txt": {key: value}, "txt_hex": the TXT record's data as received} ("resolved": false and
+        no details if it could not be resolved).
 
 Only IPv4, and only on the interface holding IP (so nothing goes to another interface).
 """
@@ -46,10 +48,12 @@ def txt_dict(info: ServiceInfo) -> dict:
 
 def register(args) -> int:
     zc = Zeroconf(interfaces=[args.ip], ip_version=IPVersion.V4Only)
-    props = {}
+    props: bytes | dict = {}
     for pair in args.txt:
         key, _, value = pair.partition("=")
         props[key] = value
+    if args.txt_hex is not None:
+        props = bytes.fromhex(args.txt_hex)
     fullname = f"{args.name}.{args.type}"
     info = ServiceInfo(args.type, fullname, addresses=[socket.inet_aton(args.ip)], port=args.port,
                        properties=props, server=args.host or f"{args.name}-zc.local.")
@@ -101,7 +105,7 @@ def browse(args) -> int:
                 entry = {"name": instance_label(name, args.type), "fullname": name, "resolved": bool(ok)}
                 if ok:
                     entry.update(server=info.server, addresses=info.parsed_addresses(IPVersion.V4Only),
-                                 port=info.port, txt=txt_dict(info))
+                                 port=info.port, txt=txt_dict(info), txt_hex=(info.text or b"").hex())
                 results[name] = entry
             if args.want and all(any(e["name"].startswith(p) and e.get("resolved") for e in results.values())
                                  for p in args.want):
@@ -126,7 +130,9 @@ def main(argv: list[str]) -> int:
     r.add_argument("--type", default=FERRY_TYPE)
     r.add_argument("--host", help="SRV target (default NAME-zc.local.)")
     r.add_argument("--ttl", type=int, default=None, help="TTL of the records (zeroconf's defaults if absent)")
-    r.add_argument("--txt", nargs="*", default=[], metavar="KEY=VALUE")
+    txt = r.add_mutually_exclusive_group()
+    txt.add_argument("--txt", nargs="*", default=[], metavar="KEY=VALUE")
+    txt.add_argument("--txt-hex", metavar="HEX", help="the TXT record's data, hex-encoded, sent as it is")
     b = sub.add_parser("browse")
     b.add_argument("--ip", required=True)
     b.add_argument("--type", default=FERRY_TYPE)
