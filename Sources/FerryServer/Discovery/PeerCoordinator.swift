@@ -165,7 +165,10 @@ public actor PeerCoordinator {
     public func peers() -> [Peer] {
         var out: [Peer] = []
         for r in discovered.values.sorted(by: { $0.name < $1.name }) where r.id != serverID {
-            out.append(Peer(source: "mdns", record: r, distrust: r.distrust(in: discovering ? configuration.group : nil), replicating: replicating(r.id)))
+            // An untrusted entry replicates with nobody, even when it carries a trusted member's
+            // ID (a replay of that member's advertisement).
+            let why = r.distrust(in: discovering ? configuration.group : nil)
+            out.append(Peer(source: "mdns", record: r, distrust: why, replicating: why == nil ? replicating(r.id) : []))
         }
         for s in statics {
             let record = PeerRecord(static: s.url, host: s.host, port: s.port, tls: s.tls, id: s.id, databases: s.databases)
