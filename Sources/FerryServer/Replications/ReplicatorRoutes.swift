@@ -120,8 +120,16 @@ enum ReplicatorRoutes {
             throw .badRequest("schedule and conditions belong in a _replicator document, not a one-off _replicate")
         }
         try createTargetIfAsked(spec, body, router)
-        let (done, error) = try await call { () throws(ReplicationScheduler.Failure) in try await scheduler.runOnce(spec) }
+        var (done, error) = try await call { () throws(ReplicationScheduler.Failure) in try await scheduler.runOnce(spec) }
         if spec.continuous { return .json(202, .object(["ok": true, "_local_id": .string(id)])) }
+        // A peer that could not be connected to is tried again a few times (1, 2, 3, 4 s
+        // apart) before the answer is `db_not_found`, as CouchDB's replicator retries its
+        // requests (`retries_per_request`): a peer that is busy or restarting is not absent.
+        for attempt in 1...4 {
+            guard done.journal.state != .completed, case .connection? = error else { break }
+            try? await Task.sleep(for: .seconds(attempt))
+            (done, error) = try await call { () throws(ReplicationScheduler.Failure) in try await scheduler.runOnce(spec) }
+        }
         let j = done.journal
         guard j.state == .completed else {
             let reason = j.lastError ?? j.history.last?.reason ?? "the replication did not complete"
