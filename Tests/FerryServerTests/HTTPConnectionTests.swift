@@ -93,7 +93,7 @@ struct HTTPConnectionTests {
             + "Sec-WebSocket-Protocol: BLIP_3+CBMobile_3\r\n\r\n"
         let bytes = "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + upgrade
         // Both answers arrive in order: the server's welcome, then the switch to BLIP.
-        let both = Self.text(try await HTTPTestClient.exchange(port: f.daemon.port, Array(bytes.utf8), until: Array("s3pPLMBiTxaQ9kYGzzhZRbK+xOo=".utf8), timeout: 20))
+        let both = Self.text(try await HTTPTestClient.exchange(port: f.daemon.port, Array(bytes.utf8), until: Array("s3pPLMBiTxaQ9kYGzzhZRbK+xOo=".utf8)))
         #expect(both.contains("Sec-WebSocket-Protocol: BLIP_3+CBMobile_3"))
         let welcome = try #require(both.range(of: "HTTP/1.1 200"))
         let switched = try #require(both.range(of: "HTTP/1.1 101"))
