@@ -111,6 +111,14 @@ final class ServerUpgrader: ConnectionHandler {
         switch decision {
         case let .deferred(start):
             deciding = true
+            // The client has sent its whole request: the handshake timeout (a guard against
+            // slow clients) stops here, and the server's own decision (a password check on a
+            // busy machine) gets a generous bound of its own instead.
+            if let t = timer { tcp.loop.cancel(t) }
+            timer = tcp.loop.schedule(after: max(120, configuration.handshakeTimeout)) { [self, tcp] in
+                guard !self.done else { return }
+                self.refuse(tcp, status: 503, message: "the upgrade could not be decided in time", headers: HTTPHeaders([("Retry-After", "1")]))
+            }
             start { [self, tcp] later in
                 // Dropped when the connection closed or the handshake timed out meanwhile.
                 guard !done, !tcp.isClosed else { return }
