@@ -122,11 +122,12 @@ enum ReplicatorRoutes {
         try createTargetIfAsked(spec, body, router)
         var (done, error) = try await call { () throws(ReplicationScheduler.Failure) in try await scheduler.runOnce(spec) }
         if spec.continuous { return .json(202, .object(["ok": true, "_local_id": .string(id)])) }
-        // A peer that could not be connected to is tried again a few times (1, 2, 3, 4 s
-        // apart) before the answer is `db_not_found`, as CouchDB's replicator retries its
-        // requests (`retries_per_request`): a peer that is busy or restarting is not absent.
+        // A peer whose connection timed out is tried again a few times (1, 2, 3, 4 s apart)
+        // before the answer is `db_not_found`, as CouchDB's replicator retries its requests
+        // (`retries_per_request`): a peer that is busy is not absent. One that refuses the
+        // connection, or cannot be resolved, is answered at once.
         for attempt in 1...4 {
-            guard done.journal.state != .completed, case .connection? = error else { break }
+            guard done.journal.state != .completed, case .connection(let reason)? = error, reason.contains("timed out") else { break }
             try? await Task.sleep(for: .seconds(attempt))
             (done, error) = try await call { () throws(ReplicationScheduler.Failure) in try await scheduler.runOnce(spec) }
         }
