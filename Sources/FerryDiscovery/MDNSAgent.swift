@@ -237,16 +237,22 @@ public final class MDNSAgent: @unchecked Sendable {
         }
     }
 
+    /// The interfaces an agent configured with `names` runs on: those named and running, or
+    /// (nil) every running, multicast-capable, non-loopback interface with an address.
+    public static func interfaces(named names: [String]?) -> [NetworkInterface] {
+        let wanted = names.map(Set.init)
+        return NetworkInterface.all().filter { i in
+            if let wanted { return wanted.contains(i.name) && i.isRunning }
+            return i.isRunning && i.supportsMulticast && !i.isLoopback && !(i.ipv4.isEmpty && i.ipv6.isEmpty)
+        }
+    }
+
     /// Follows the interfaces: joins the group on new ones, leaves gone ones, and tells the
     /// engines (which announce and query on the new ones).
     private func pollInterfaces() {
         guard !stopped else { return }
-        let wanted = configuration.interfaces.map(Set.init)
         let hasV6 = sockets.contains { $0.family == AF_INET6 }
-        let found = NetworkInterface.all().filter { i in
-            if let wanted { return wanted.contains(i.name) && i.isRunning }
-            return i.isRunning && i.supportsMulticast && !i.isLoopback && !(i.ipv4.isEmpty && i.ipv6.isEmpty)
-        }.map {
+        let found = Self.interfaces(named: configuration.interfaces).map {
             // IPv6 multicast has no route on the loopback interface: there it is IPv4 only.
             MDNSInterface(index: $0.index, name: $0.name, ipv4: $0.ipv4, ipv6: hasV6 && !$0.isLoopback ? $0.ipv6 : [])
         }

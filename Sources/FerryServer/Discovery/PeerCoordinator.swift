@@ -225,14 +225,11 @@ public actor PeerCoordinator {
     private var signedAt: Int64 = 0
     private var signedAddresses: [String] = []
 
-    /// The addresses of the interfaces advertised on (as `MDNSAgent` picks them): what the
-    /// group proof binds the advertisement to.
+    /// The addresses of the interfaces advertised on: what the group proof binds the
+    /// advertisement to.
     private func advertisedAddresses() -> [String] {
-        let wanted = (configuration.interfaces ?? Self.interfaces(for: listenHost)).map(Set.init)
-        return NetworkInterface.all().filter { i in
-            if let wanted { return wanted.contains(i.name) && i.isRunning }
-            return i.isRunning && i.supportsMulticast && !i.isLoopback && !(i.ipv4.isEmpty && i.ipv6.isEmpty)
-        }.flatMap { $0.ipv4 + $0.ipv6 }.compactMap { SocketAddress(addressBytes: $0, port: 0)?.host }.sorted()
+        MDNSAgent.interfaces(named: configuration.interfaces ?? Self.interfaces(for: listenHost))
+            .flatMap { $0.ipv4 + $0.ipv6 }.compactMap { SocketAddress(addressBytes: $0, port: 0)?.host }.sorted()
     }
 
     // MARK: - Events

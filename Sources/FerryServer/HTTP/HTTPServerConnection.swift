@@ -152,23 +152,27 @@ final class HTTPServerConnection: ConnectionHandler {
                     return
                 }
                 body += piece
-                if let uploads, !rateLimited {
-                    let wait = uploads.consume(piece.count, address: address)
-                    if wait > 0 {
-                        rateLimited = true
-                        tcp.pauseReading()
-                        _ = tcp.loop.schedule(after: wait) { [self] in
-                            rateLimited = false
-                            if !closed && !readingPaused { tcp.resumeReading() }
-                        }
-                    }
-                }
+                paceUpload(piece.count)
             case .end:
                 guard let h = head else { continue }
                 head = nil
                 dispatch(h, body)
                 body = []
             }
+        }
+    }
+
+    /// Stops reading for as long as `count` more body bytes put this address over its upload
+    /// rate (`UploadRateLimiter`).
+    private func paceUpload(_ count: Int) {
+        guard let uploads, !rateLimited else { return }
+        let wait = uploads.consume(count, address: address)
+        guard wait > 0 else { return }
+        rateLimited = true
+        tcp.pauseReading()
+        _ = tcp.loop.schedule(after: wait) { [self] in
+            rateLimited = false
+            if !closed && !readingPaused { tcp.resumeReading() }
         }
     }
 
