@@ -57,7 +57,7 @@ def main():
     ap.add_argument("--basic-auth", action="store_true",
                     help="diagnostic: CouchDB's replicator sends Basic auth instead of logging in with _session")
     ap.add_argument("--only", default=",".join(SCENARIOS))
-    ap.add_argument("--speed-rounds", type=int, help="timed runs per direction (default 3, 1 with --quick)")
+    ap.add_argument("--speed-rounds", type=int, help="timed runs per direction (default 3)")
     ap.add_argument("--control", action="store_true",
                     help="self-test: a second CouchDB stands where Ferry would (keep-policy, race and churn "
                          "agreement checks must pass; conflict_policy and resolve-only checks cannot)")
@@ -105,7 +105,7 @@ def main():
                 create_ferry_db(report, f, db, policy, f"[race Ferry {policy}]")
                 guarded(report, f"[race Ferry {policy}]", race.run, report, f, db, a.seed, batches, f"[race Ferry {policy}]")
         if "speed" in only:
-            guarded(report, "[speed]", speed.run, report, c, f, n, a.speed_rounds or (1 if a.quick else 3), a.seed)
+            guarded(report, "[speed]", speed.run, report, c, f, n, a.speed_rounds or 3, a.seed)
         crash = ferry.crashed()
         report.check("Ferry's daemon is still running and printed no crash", crash is None, str(crash)[-400:])
     finally:

@@ -88,6 +88,11 @@ class CouchDB:
             self.started = True
             if p.returncode == 0 and p.stdout.strip().startswith("http://"):
                 self.server = Server("couchdb", f"http://127.0.0.1:{port}", COUCH_USER, COUCH_PASSWORD)
+                # Each replication job sleeps a random 0–5 s before its first request
+                # (`[replicator] startup_jitter`, default 5000 ms: spreads a node's jobs after a
+                # restart). For one-shot `_replicate` timings that sleep was most of the spread
+                # (a 0.6 s copy answered after 0.8–5.3 s); with it off a run is the copy itself.
+                self.set_config("replicator", "startup_jitter", "0")
                 return
             last = p.stdout + p.stderr
             subprocess.run([tool, "stop", directory, "--wipe"], capture_output=True)
