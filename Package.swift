@@ -5,8 +5,9 @@ import PackageDescription
 /// layers below it (docs/architecture.md):
 /// - transport: system libraries (OpenSSL, zlib) → FerryNet (sockets, epoll, TLS, multicast
 ///   UDP) → FerryWebSocket → FerryBLIP;
-/// - codecs, sans-I/O and without dependencies: FerryHTTP (HTTP/1.1), FerryDNS (DNS messages
-///   for Multicast DNS and DNS-SD);
+/// - FerryHTTP (HTTP/1.1) on FerryNet: sans-I/O codecs for both directions, gzip, and the one
+///   HTTP client (pooled, TLS through FerryNet);
+/// - a codec without dependencies: FerryDNS (DNS messages for Multicast DNS and DNS-SD);
 /// - discovery: FerryDiscovery (mDNS responder and browser) on FerryDNS and FerryNet;
 /// - storage: SQLite → FerryStore, which knows no transport;
 /// - FerrySync (replication) on FerryBLIP and FerryStore;
@@ -68,9 +69,9 @@ let package = Package(
                           dependencies: ["FerryWebSocket", "FerryNet", "FerryBLIP", "CZlib",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "Logging", package: "swift-log")]),
-        // HTTP/1.1 request decoding and response encoding, sans-I/O (Protocol/http.md): the
-        // codec the REST API will speak beside the WebSocket one. No dependencies.
-        .target(name: "FerryHTTP"),
+        // HTTP/1.1 (Protocol/http.md): request and response codecs for both directions,
+        // sans-I/O; gzip; and the one HTTP client (keep-alive pool, TLS through FerryNet).
+        .target(name: "FerryHTTP", dependencies: ["FerryNet", "CZlib"]),
         // DNS messages for Multicast DNS and DNS-SD, sans-I/O (Protocol/dns-sd.md): decoding with
         // every length and pointer checked, encoding with name compression. No dependencies.
         .target(name: "FerryDNS"),
@@ -83,7 +84,7 @@ let package = Package(
                 dependencies: ["CSQLite", "COpenSSL", .product(name: "Logging", package: "swift-log")]),
         // Replication: the Couchbase Mobile protocol on BLIP between two stores.
         .target(name: "FerrySync",
-                dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet", "FerryStore", "COpenSSL",
+                dependencies: ["FerryBLIP", "FerryWebSocket", "FerryHTTP", "FerryNet", "FerryStore", "COpenSSL",
                                .product(name: "Logging", package: "swift-log")]),
         // The daemon's parts (issue 19, growing): database names in a data directory, stored
         // passwords; REST, access control and metrics come here.
@@ -120,7 +121,7 @@ let package = Package(
         .target(name: "FerryTestSupport", dependencies: ["COpenSSL"], path: "Tests/FerryTestSupport"),
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore", "CSQLite", "ferry-store-writer", "FerryTestSupport"]),
         .testTarget(name: "FerryNetTests", dependencies: ["FerryNet", "FerryTestSupport"]),
-        .testTarget(name: "FerryHTTPTests", dependencies: ["FerryHTTP", "FerryTestSupport"]),
+        .testTarget(name: "FerryHTTPTests", dependencies: ["FerryHTTP", "FerryNet", "FerryTestSupport"]),
         .testTarget(name: "FerryDNSTests", dependencies: ["FerryDNS", "FerryTestSupport"]),
         .testTarget(name: "FerryDiscoveryTests", dependencies: ["FerryDiscovery", "FerryDNS", "FerryNet", "FerryTestSupport"]),
         .testTarget(name: "FerryServerTests", dependencies: ["FerryServer", "FerryStore", "FerrySync", "FerryTestSupport", "ferry"]),

@@ -3,6 +3,46 @@
 /// (Protocol/http.md, "Requests").
 enum HTTPHeadReader {
     static func parse(_ bytes: ArraySlice<UInt8>, limits: HTTPLimits) throws(HTTPError) -> HTTPRequestHead {
+        let lines = try splitLines(bytes)
+        let (method, target, minor) = try requestLine(lines[0])
+        guard lines.count - 1 <= limits.maxHeaderCount else {
+            throw HTTPError(status: 431, reason: "more than \(limits.maxHeaderCount) header fields")
+        }
+        var headers: [(name: String, value: String)] = []
+        headers.reserveCapacity(lines.count - 1)
+        for line in lines.dropFirst() { headers.append(try field(line)) }
+        var head = HTTPRequestHead(method: method, target: target, minorVersion: minor, headers: headers,
+                                   keepAlive: minor >= 1, expectsContinue: false, body: .none)
+        try applySemantics(&head, limits: limits)
+        return head
+    }
+
+    /// Parses a complete response head (without its final CRLF CRLF): the status line and the
+    /// fields, with the same field rules as a request's (Protocol/http.md, "Responses").
+    static func parseResponse(_ bytes: ArraySlice<UInt8>, limits: HTTPLimits) throws(HTTPError) -> (head: HTTPResponseHead, minorVersion: Int) {
+        let lines = try splitLines(bytes)
+        let line = lines[0]
+        // `HTTP-version SP status-code SP [reason-phrase]` (RFC 9112 §4); the reason is dropped.
+        let version = line.prefix(8)
+        guard version.count == 8, version.starts(with: Array("HTTP/1.".utf8)), let minor = digit(version[version.startIndex + 7]),
+              line.count >= 12, line[line.startIndex + 8] == UInt8(ascii: " "),
+              let d0 = digit(line[line.startIndex + 9]), let d1 = digit(line[line.startIndex + 10]),
+              let d2 = digit(line[line.startIndex + 11]), line.count == 12 || line[line.startIndex + 12] == UInt8(ascii: " ") else {
+            throw HTTPError(status: 502, reason: "malformed status line")
+        }
+        let status = d0 * 100 + d1 * 10 + d2
+        guard status >= 100 else { throw HTTPError(status: 502, reason: "malformed status line") }
+        guard lines.count - 1 <= limits.maxHeaderCount else {
+            throw HTTPError(status: 502, reason: "more than \(limits.maxHeaderCount) header fields")
+        }
+        var headers: [(name: String, value: String)] = []
+        headers.reserveCapacity(lines.count - 1)
+        for line in lines.dropFirst() { headers.append(try field(line)) }
+        return (HTTPResponseHead(status: status, headers: headers), minor)
+    }
+
+    /// The CRLF-separated lines of a head; a bare CR or LF is refused (RFC 9112 §2.2).
+    private static func splitLines(_ bytes: ArraySlice<UInt8>) throws(HTTPError) -> [ArraySlice<UInt8>] {
         var lines: [ArraySlice<UInt8>] = []
         var lineStart = bytes.startIndex
         var i = bytes.startIndex
@@ -19,17 +59,7 @@ enum HTTPHeadReader {
             i += 1
         }
         lines.append(bytes[lineStart..<bytes.endIndex])
-        let (method, target, minor) = try requestLine(lines[0])
-        guard lines.count - 1 <= limits.maxHeaderCount else {
-            throw HTTPError(status: 431, reason: "more than \(limits.maxHeaderCount) header fields")
-        }
-        var headers: [(name: String, value: String)] = []
-        headers.reserveCapacity(lines.count - 1)
-        for line in lines.dropFirst() { headers.append(try field(line)) }
-        var head = HTTPRequestHead(method: method, target: target, minorVersion: minor, headers: headers,
-                                   keepAlive: minor >= 1, expectsContinue: false, body: .none)
-        try applySemantics(&head, limits: limits)
-        return head
+        return lines
     }
 
     /// `method SP request-target SP HTTP-version`.
@@ -105,7 +135,7 @@ enum HTTPHeadReader {
     }
 
     /// The elements of a comma-separated list field, trimmed, empty ones dropped.
-    private static func commaList(_ value: String) -> [String] {
+    static func commaList(_ value: String) -> [String] {
         value.split(separator: ",").map { $0.trimmingCharacters(in: " \t") }.filter { !$0.isEmpty }
     }
 

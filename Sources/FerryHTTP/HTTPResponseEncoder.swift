@@ -89,17 +89,17 @@ public enum HTTPResponseEncoder {
         }
     }
 
-    private static let crlf: [UInt8] = [13, 10]
+    static let crlf: [UInt8] = [13, 10]
 
     private static func statusLine(_ status: Int) -> [UInt8] {
         Array("HTTP/1.1 \(status) \(reasonPhrase(status))\r\n".utf8)
     }
 
-    private static func appendFields(_ fields: [(name: String, value: String)], to out: inout [UInt8]) {
+    static func appendFields(_ fields: [(name: String, value: String)], to out: inout [UInt8]) {
         for f in fields { appendField(f.name, f.value, to: &out) }
     }
 
-    private static func appendField(_ name: String, _ value: String, to out: inout [UInt8]) {
+    static func appendField(_ name: String, _ value: String, to out: inout [UInt8]) {
         // A CR or LF in a value would split the response: such bytes are dropped.
         out += Array(name.utf8)
         out += Array(": ".utf8)
