@@ -7,7 +7,7 @@ import Foundation
 /// `ferry sync`: one replication with a peer, with a live progress line and a summary.
 struct Sync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Push to and pull from a peer (ws://host:port/db); one-shot unless --continuous.",
+        abstract: "Push to and pull from a peer (http://host:port/db for CouchDB, ws://host:port/db for BLIP); one-shot unless --continuous.",
         discussion: """
         A one-shot sync retries an unreachable peer (waits doubling from 1 s)
         until --timeout seconds have passed or --max-attempts attempts have
@@ -25,6 +25,9 @@ struct Sync: AsyncParsableCommand {
 
         Example:
           ferry sync ws://127.0.0.1:4984/naomi --db molly.db
+          ferry sync http://admin:pw@127.0.0.1:5984/tasks --db tasks.db
+          ferry sync https://couch:6984/tasks --pull --selector '{"type":"task"}'
+          ferry sync http://sg:4984/tasks --protocol blip
           ferry sync ws://rita:secret@host:4984/tasks --pull --timeout 10
           ferry sync wss://host:4984/tasks --pin "$PIN" --max-attempts 3
           ferry sync ws://host:4984/tasks --pull --filter byOwner \\
@@ -33,7 +36,10 @@ struct Sync: AsyncParsableCommand {
           ferry sync ws://host:4984/tasks --batch-size 100 --continuous
         """)
 
-    @Argument(help: "The peer's database URL, ws://host:port/db or wss://host:port/db.") var url: String
+    @Argument(help: "The peer's database URL: http(s)://host:port/db for CouchDB (its replication protocol), ws(s)://host:port/db for Couchbase Lite, Sync Gateway and Ferry peers (BLIP).") var url: String
+    @Option(name: .customLong("protocol"), help: ArgumentHelp("Which protocol to speak: automatic (by the URL's scheme), couchdb, or blip (e.g. a Sync Gateway given as http://).",
+                                                               valueName: "name"))
+    var peerProtocol: String = "automatic"
     @OptionGroup var database: DatabaseOption
     @Flag(help: "Only push local changes.") var push = false
     @Flag(help: "Only pull the peer's changes.") var pull = false
@@ -57,6 +63,8 @@ struct Sync: AsyncParsableCommand {
     var filter: String?
     @Option(name: .customLong("param"), help: ArgumentHelp("A parameter for --filter (CouchDB's `query_params`); repeatable.", valueName: "key=value"))
     var parameters: [String] = []
+    @Option(help: ArgumentHelp("Pull only documents matching this Mango selector (a JSON object; CouchDB peers).", valueName: "json"))
+    var selector: String?
     @Option(name: .customLong("doc-id"), help: ArgumentHelp("Replicate only this document, both ways; repeatable.", valueName: "id"))
     var documentIDs: [String] = []
     @OptionGroup(title: "TLS (wss:// peers)") var tls: ClientTLSOptions
@@ -73,6 +81,23 @@ struct Sync: AsyncParsableCommand {
         if filter == nil && !parameters.isEmpty { throw ValidationError("--param goes with --filter") }
         _ = try filterParameters()
         if documentIDs.contains(where: \.isEmpty) { throw ValidationError("--doc-id needs a document ID") }
+        guard let kind = ReplicatorConfiguration.PeerProtocol(rawValue: peerProtocol) else {
+            throw ValidationError("--protocol must be automatic, couchdb or blip")
+        }
+        if selector != nil {
+            if push { throw ValidationError("--selector selects what is pulled; it does nothing with --push") }
+            if (try? parsedSelector()) == nil { throw ValidationError("--selector must be a JSON object") }
+            let couch = kind == .couchDB || (kind == .automatic && url.lowercased().hasPrefix("http"))
+            if !couch { throw ValidationError("--selector is CouchDB's; it needs an http(s):// peer") }
+        }
+    }
+
+    /// `--selector` as JSON.
+    func parsedSelector() throws -> JSONValue? {
+        guard let selector else { return nil }
+        let value = try JSONParser.parse(Array(selector.utf8))
+        guard value.objectValue != nil else { throw ValidationError("--selector must be a JSON object") }
+        return value
     }
 
     /// The `--param K=V` pairs as the filter's parameters.
@@ -113,6 +138,8 @@ struct Sync: AsyncParsableCommand {
         c.pullFilter = filter
         c.pullFilterParameters = try filterParameters()
         if !documentIDs.isEmpty { c.documentIDs = documentIDs }
+        c.peerProtocol = ReplicatorConfiguration.PeerProtocol(rawValue: peerProtocol) ?? .automatic
+        c.selector = try parsedSelector()
         // Credentials in the URL are the Replicator's to use; --user/--password win over them.
         if let user, let password { c.authenticator = .basic(user: user, password: password) }
         let replicator = Replicator(configuration: c)
@@ -197,7 +224,7 @@ struct Sync: AsyncParsableCommand {
              .remote("HTTP", let s, let m) where s == 401 || s == 403:
             let what = s == 403 ? "these credentials may not replicate this database"
                 : credentials ? "the user name or password is wrong"
-                : "the peer wants credentials: --user/--password, or ws://user:password@host/db"
+                : "the peer wants credentials: --user/--password, or scheme://user:password@host/db"
             return (.authenticationRefused, "authentication refused by \(url): HTTP \(s)\(m.isEmpty ? "" : " \(m)"): \(what)")
         case .tls(let e) where !error.isTransient:
             if case .configuration = e { return (.failed, "replication failed: \(e)") }

@@ -1,4 +1,5 @@
 import FerryStore
+import FerrySync
 import Foundation
 
 /// Attachments carried inside document bodies on the way in (Protocol/rest.md, "Attachments"):

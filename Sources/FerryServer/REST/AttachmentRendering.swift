@@ -1,4 +1,5 @@
 import FerryStore
+import FerrySync
 import Foundation
 
 /// Attachments on the way out (Protocol/rest.md, "Attachments"), in CouchDB's shapes: a stub is

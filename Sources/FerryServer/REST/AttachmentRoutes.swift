@@ -1,4 +1,5 @@
 import FerryStore
+import FerrySync
 import Foundation
 import Synchronization
 

@@ -1,4 +1,5 @@
 import FerryBLIP
+import FerryHTTP
 import FerryNet
 import FerryStore
 import FerryWebSocket
@@ -32,6 +33,8 @@ public final class Replicator: Sendable {
         (ReplicatorStatus(activity: .stopped, progress: ReplicationProgress(), lastError: nil), nil, false, []))
     private let checkpointer: Checkpointer
     private let reporter: Reporter
+    /// The HTTP client of a CouchDB-protocol replication (its pooled connections, TLS trust).
+    private let httpClient: HTTPClient
 
     /// A replicator for `configuration`; call `start()` to run it. Credentials written in the
     /// target URL (`ws://user:password@host/db`, percent-encoded) are taken out of it and used
@@ -43,7 +46,16 @@ public final class Replicator: Sendable {
             configuration.target = plain
             if configuration.authenticator == nil { configuration.authenticator = .basic(user: user, password: password) }
         }
+        // A Sync Gateway given as http(s):// is reached on its WebSocket endpoint.
+        if configuration.peerProtocol == .blip, let colon = configuration.target.firstIndex(of: ":"),
+           ["http", "https"].contains(configuration.target[..<colon].lowercased()) {
+            configuration.target = (configuration.target[..<colon].lowercased() == "https" ? "wss" : "ws") + configuration.target[colon...]
+        }
         self.configuration = configuration
+        var http = HTTPClient.Configuration()
+        http.tls = configuration.tls
+        http.userAgent = "Ferry (CouchDB replication)"
+        httpClient = HTTPClient(configuration: http)
         self.logger = logger
         checkpointer = Checkpointer(configuration: configuration)
         let attachments = Broadcaster<AttachmentEvent>()
@@ -283,6 +295,14 @@ public final class Replicator: Sendable {
         while !Task.isCancelled {
             setActivity(.connecting)
             do throws(ReplicationError) {
+                if configuration.usesCouchDBProtocol {
+                    let couch = try CouchSession(configuration: configuration, client: httpClient, reporter: reporter, logger: logger)
+                    try await couch.connect()
+                    failures = 0
+                    try await couchSession(couch, reset: first && configuration.resetCheckpoint)
+                    first = false
+                    break
+                }
                 let conn = try await connect()
                 failures = 0
                 try await session(conn, reset: first && configuration.resetCheckpoint)
@@ -363,6 +383,15 @@ public final class Replicator: Sendable {
         } catch {
             throw ReplicationError(error)
         }
+    }
+
+    /// One session with a CouchDB database; returns when a one-shot replication is done (a
+    /// continuous one runs until stopped or until the peer fails).
+    private func couchSession(_ couch: CouchSession, reset: Bool) async throws(ReplicationError) {
+        state.withLock { $0.connected = true }
+        defer { state.withLock { $0.connected = false } }
+        setActivity(.busy)
+        try await couch.run(reset: reset)
     }
 
     /// Writes pushed progress still only in memory.

@@ -15,6 +15,17 @@ public struct ReplicatorConfiguration: Sendable {
         case pushAndPull
     }
 
+    /// Which protocol speaks to the peer.
+    public enum PeerProtocol: String, Sendable, CaseIterable {
+        /// By the URL's scheme: `http(s)://` CouchDB's replication protocol, `ws(s)://` BLIP.
+        case automatic
+        /// CouchDB's HTTP replication protocol (CouchDB, Cloudant, PouchDB Server, `ferry serve`).
+        case couchDB = "couchdb"
+        /// The Couchbase replication protocol over WebSocket (Couchbase Lite, Sync Gateway,
+        /// Ferry peers); an `http(s)://` URL is reached as `ws(s)://` (a Sync Gateway given so).
+        case blip
+    }
+
     /// HTTP authentication sent with the upgrade request.
     public enum Authenticator: Sendable, Equatable {
         /// `Authorization: Basic …`, sent pre-emptively.
@@ -23,8 +34,11 @@ public struct ReplicatorConfiguration: Sendable {
 
     /// The local database.
     public var database: Database
-    /// The peer's database URL, `ws://host:port/<db>` (`/_blipsync` is appended).
+    /// The peer's database URL: `ws(s)://host:port/<db>` for BLIP (`/_blipsync` is
+    /// appended), `http(s)://host:port/<db>` for CouchDB's protocol (see `peerProtocol`).
     public var target: String
+    /// Which protocol to speak (default: by the URL's scheme).
+    public var peerProtocol = PeerProtocol.automatic
     /// Push, pull or both (default both).
     public var type: ReplicatorType = .pushAndPull
     /// Keep running after catching up, propagating new changes both ways as they happen.
@@ -40,6 +54,12 @@ public struct ReplicatorConfiguration: Sendable {
     public var pullFilter: String?
     /// Parameters for the pull filter (sent as `subChanges` properties).
     public var pullFilterParameters: [String: String] = [:]
+    /// A Mango selector the CouchDB peer applies to what is pulled (`filter=_selector`;
+    /// CouchDB's protocol only).
+    public var selector: JSONValue?
+    /// `_bulk_get` requests in flight at once when pulling from a CouchDB peer (CouchDB's
+    /// replicator runs four workers).
+    public var maxConcurrentFetches = 4
     /// How pulled conflicts are resolved. nil or `.default`: as the database's `ConflictPolicy`
     /// says — the default rule (a deletion wins; then the longer branch; then the higher
     /// revision ID) in the insert's own transaction, or nothing under `keep`. A custom resolver
@@ -93,6 +113,17 @@ public struct ReplicatorConfiguration: Sendable {
     /// unanswered, so the batch sets how full the pipe stays; it is also at most what a killed
     /// pull is sent again.
     public static let defaultBatchSize = ReplicatorTuning.batchSize
+
+    /// Whether the peer speaks CouchDB's HTTP protocol (by `peerProtocol`, else the scheme).
+    public var usesCouchDBProtocol: Bool {
+        switch peerProtocol {
+        case .couchDB: return true
+        case .blip: return false
+        case .automatic:
+            let t = target.lowercased()
+            return t.hasPrefix("http://") || t.hasPrefix("https://")
+        }
+    }
 
     /// The gate a pull uses: `maxConcurrentRevisions`, or four batches when that is nil.
     var effectiveMaxConcurrentRevisions: Int {

@@ -1,0 +1,150 @@
+import FerryHTTP
+import FerryStore
+import Foundation
+
+/// Revisions in CouchDB's JSON (Protocol/replication-http.md, "Documents"), both ways: a
+/// `_bulk_get` document (`_id`, `_rev`, `_revisions`, `_deleted`, `_attachments` with base64
+/// `data` or stubs) becomes a `ReplicatedRevision` whose attachments are blobs here; a stored
+/// revision becomes the document `_bulk_docs` with `new_edits: false` takes.
+enum CouchDocument {
+    /// Why one document could not be taken (reported for that document; the replication goes on).
+    struct Refusal: Error, Sendable {
+        let reason: String
+    }
+
+    /// The members CouchDB adds that are not the document's own.
+    private static let meta: Set<String> = ["_id", "_rev", "_revisions", "_deleted", "_conflicts", "_deleted_conflicts",
+                                            "_local_seq", "_revs_info"]
+
+    /// A `_bulk_get` document as a revision to insert. Inline attachments are written as blobs
+    /// first; a stub (an attachment unchanged since a revision we have) takes the entry of the
+    /// same name and digest from the revisions stored here.
+    static func replicated(_ doc: [String: JSONValue], database db: Database) throws(Refusal) -> ReplicatedRevision {
+        guard let id = doc["_id"]?.stringValue, let rev = doc["_rev"]?.stringValue else {
+            throw Refusal(reason: "a document without _id or _rev")
+        }
+        let history: [String]
+        if let revisions = doc["_revisions"] {
+            guard let h = Self.history(from: revisions), h.first == rev else { throw Refusal(reason: "\(id): malformed _revisions") }
+            history = h
+        } else {
+            history = [rev]
+        }
+        var body = doc
+        for k in meta { body[k] = nil }
+        if case .object(let entries)? = body["_attachments"] {
+            body["_attachments"] = .object(try stored(entries, documentID: id, database: db))
+        }
+        return ReplicatedRevision(documentID: id, history: history, body: CanonicalJSON.encode(body),
+                                  isDeleted: doc["_deleted"]?.boolValue ?? false)
+    }
+
+    /// CouchDB's `_revisions` (`{"start": N, "ids": [...]}`) as revision IDs, newest first.
+    static func history(from revisions: JSONValue) -> [String]? {
+        guard let o = revisions.objectValue, let start = o["start"]?.intValue, let ids = o["ids"]?.arrayValue,
+              !ids.isEmpty, start >= Int64(ids.count) else { return nil }
+        var out: [String] = []
+        for (i, id) in ids.enumerated() {
+            guard let digest = id.stringValue else { return nil }
+            out.append("\(start - Int64(i))-\(digest)")
+        }
+        return out
+    }
+
+    /// Incoming `_attachments` entries as stored ones (blob digest, length, CouchDB's MD5).
+    private static func stored(_ entries: [String: JSONValue], documentID id: String, database db: Database) throws(Refusal) -> [String: JSONValue] {
+        var out: [String: JSONValue] = [:]
+        var local: [String: [String: JSONValue]]?
+        for (name, value) in entries {
+            guard var m = value.objectValue else { throw Refusal(reason: "\(id): attachment \(name) is not an object") }
+            if case .string(let text)? = m["data"] {
+                guard var bytes = Data(base64Encoded: text).map(Array.init) else {
+                    throw Refusal(reason: "\(id): attachment \(name) data is not base64")
+                }
+                if m["encoding"]?.stringValue?.lowercased() == "gzip" {
+                    do { bytes = try Gzip.decode(bytes, limit: 256 << 20) } catch {
+                        throw Refusal(reason: "\(id): attachment \(name) is not gzip data though it says so")
+                    }
+                }
+                let blob: BlobMetadata
+                do { blob = try db.writeBlob(bytes) } catch { throw Refusal(reason: "\(id): attachment \(name): \(error)") }
+                for k in ["data", "stub", "follows", "encoding", "encoded_length"] { m[k] = nil }
+                m["digest"] = .string(blob.digest.description)
+                m["length"] = .int(blob.length)
+                m[AttachmentMD5.member] = .string(AttachmentMD5.digest(bytes))
+                out[name] = .object(m)
+            } else {
+                // A stub: the bytes are in a revision we have.
+                if local == nil { local = storedEntries(of: id, database: db) }
+                let digest = m["digest"]?.stringValue
+                guard let entry = local?[name + "\n" + (digest ?? "")] ?? (digest == nil ? local?[name + "\n"] : nil) else {
+                    throw Refusal(reason: "\(id): attachment \(name) came as a stub, but no stored revision has it")
+                }
+                out[name] = .object(entry)
+            }
+        }
+        return out
+    }
+
+    /// Every stored attachment entry of the document's kept revisions, keyed by name and
+    /// CouchDB digest (`name\nmd5-…`), and by name alone for entries without one.
+    private static func storedEntries(of id: String, database db: Database) -> [String: [String: JSONValue]] {
+        guard let tree = try? db.revisionTree(of: id) else { return [:] }
+        var out: [String: [String: JSONValue]] = [:]
+        for node in tree.nodes.values {
+            guard let body = node.body, let o = try? JSONParser.parseObject(body),
+                  case .object(let entries)? = o["_attachments"] else { continue }
+            for (name, value) in entries {
+                guard let e = value.objectValue else { continue }
+                out[name + "\n" + (e[AttachmentMD5.member]?.stringValue ?? "")] = e
+                out[name + "\n"] = e
+            }
+        }
+        return out
+    }
+
+    /// A stored revision as `_bulk_docs` (`new_edits: false`) takes it: its body with `_id`,
+    /// `_rev`, `_revisions` and `_deleted`; attachments newer than `ancestorGeneration` (the
+    /// newest revision the target already has, from `_revs_diff`'s `possible_ancestors`)
+    /// inline as base64, older ones as stubs the target resolves itself.
+    static func json(id: String, revision: RevisionID, tree: RevisionTree, database db: Database,
+                     ancestorGeneration: Int) -> [String: JSONValue]? {
+        guard let node = tree.nodes[revision], let body = node.body else { return nil }
+        var o: [String: JSONValue]
+        if node.isClosed {
+            o = [:]
+        } else {
+            guard let parsed = try? JSONParser.parseObject(body) else { return nil }
+            o = parsed
+        }
+        o["_id"] = .string(id)
+        o["_rev"] = .string(revision.description)
+        let history = tree.history(of: revision)
+        o["_revisions"] = .object(["start": .int(Int64(revision.generation)), "ids": .array(history.map { .string($0.digest) })])
+        if node.isDeleted { o["_deleted"] = true }
+        if case .object(let entries)? = o["_attachments"] {
+            var out: [String: JSONValue] = [:]
+            for (name, value) in entries {
+                guard var m = value.objectValue else { continue }
+                let revpos = m["revpos"]?.intValue.map(Int.init)
+                let md5 = m.removeValue(forKey: AttachmentMD5.member)
+                let blobDigest = m["digest"]?.stringValue
+                if let md5 { m["digest"] = md5 }
+                if let revpos, revpos <= ancestorGeneration, md5 != nil {
+                    m["stub"] = true
+                } else if let text = blobDigest, let digest = try? BlobDigest(text), let bytes = try? db.readBlob(digest: digest).readAll() {
+                    m["data"] = .string(Data(bytes).base64EncodedString())
+                    if md5 == nil { m["digest"] = .string(AttachmentMD5.digest(bytes)) }
+                    if revpos == nil { m["revpos"] = .int(Int64(revision.generation)) }
+                    m["stub"] = nil
+                } else {
+                    m["stub"] = true
+                }
+                m["follows"] = nil
+                out[name] = .object(m)
+            }
+            o["_attachments"] = .object(out)
+        }
+        return o
+    }
+}

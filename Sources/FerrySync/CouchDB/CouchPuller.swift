@@ -1,0 +1,241 @@
+import FerryStore
+import Logging
+
+/// Pulls from a CouchDB database as CouchDB's replicator does (Protocol/replication-http.md,
+/// "Pull"): `_changes?style=all_docs` in batches from the checkpoint, the revisions missing
+/// here, fetched with `_bulk_get?revs=true&attachments=true&latest=true` (`atts_since` so
+/// attachments already here are not sent again) by several requests at once, inserted with
+/// their histories in one transaction per batch, then the checkpoint. Continuous: once caught
+/// up, long-polls `_changes` for more.
+struct CouchPuller: Sendable {
+    let remote: CouchRemote
+    let database: Database
+    let configuration: ReplicatorConfiguration
+    let checkpoint: CouchCheckpoint
+    let reporter: Reporter
+    let logger: Logger
+
+    /// Documents per `_bulk_get` request.
+    static let fetchChunk = 100
+    /// Seconds a long-poll waits on the server before it answers with nothing.
+    static let longpollTimeout = 30.0
+
+    /// Runs from the checkpoint until caught up (one-shot) or until cancelled (continuous).
+    func run(reset: Bool) async throws(ReplicationError) {
+        var since = try await checkpoint.start(reset: reset)
+        var stats = ["docs_read": 0, "docs_written": 0, "doc_write_failures": 0, "missing_checked": 0, "missing_found": 0]
+        var waiting = false
+        while !Task.isCancelled {
+            let (rows, lastSeq) = try await changes(since: since, longpoll: waiting)
+            if rows.isEmpty {
+                if lastSeq != since, let lastSeq {
+                    // A filtered feed moves on without rows.
+                    since = lastSeq
+                    try await checkpoint.save(seq: since, stats: stats)
+                }
+                reporter.caughtUp(.pull)
+                guard configuration.continuous else { return }
+                waiting = true
+                continue
+            }
+            waiting = false
+            reporter.found(rows.count, direction: .pull)
+            let missing = try missingRevisions(rows)
+            stats["missing_checked", default: 0] += rows.reduce(0) { $0 + $1.revisions.count }
+            stats["missing_found", default: 0] += missing.reduce(0) { $0 + $1.revisions.count }
+            let (fetched, failures) = try await fetch(missing)
+            stats["docs_read", default: 0] += fetched.count
+            let written = store(fetched)
+            stats["docs_written", default: 0] += written
+            stats["doc_write_failures", default: 0] += failures + (fetched.count - written)
+            reporter.completed(rows.count)
+            if let lastSeq {
+                since = lastSeq
+                try await checkpoint.save(seq: since, stats: stats)
+            }
+        }
+        throw .stopped
+    }
+
+    /// One change row: the document and its leaf revisions.
+    struct Row: Sendable {
+        let id: String
+        let revisions: [String]
+    }
+
+    /// One page of `_changes` after `since`, and its `last_seq`.
+    private func changes(since: JSONValue, longpoll: Bool) async throws(ReplicationError) -> ([Row], JSONValue?) {
+        var query = ["style=all_docs", "limit=\(configuration.batchSize)", "since=" + CouchRemote.encode(Self.sequenceText(since))]
+        if longpoll { query += ["feed=longpoll", "timeout=\(Int(Self.longpollTimeout * 1000))", "heartbeat=10000"] }
+        var body: JSONValue?
+        if let ids = configuration.documentIDs {
+            query.append("filter=_doc_ids")
+            body = .object(["doc_ids": .array(ids.map { .string($0) })])
+        } else if let selector = configuration.selector {
+            query.append("filter=_selector")
+            body = .object(["selector": selector])
+        } else if let filter = configuration.pullFilter {
+            query.append("filter=" + CouchRemote.encode(filter))
+            for (k, v) in configuration.pullFilterParameters.sorted(by: { $0.key < $1.key }) {
+                query.append(CouchRemote.encode(k) + "=" + CouchRemote.encode(v))
+            }
+        }
+        let sub = "_changes?" + query.joined(separator: "&")
+        let timeout = longpoll ? Self.longpollTimeout + 60 : nil
+        let json = try await remote.expect(body == nil ? "GET" : "POST", sub, json: body, timeout: timeout)
+        guard let results = json.objectValue?["results"]?.arrayValue else {
+            throw .protocolError("_changes answered without results")
+        }
+        var rows: [Row] = []
+        rows.reserveCapacity(results.count)
+        for r in results {
+            guard let o = r.objectValue, let id = o["id"]?.stringValue else { continue }
+            let revs = (o["changes"]?.arrayValue ?? []).compactMap { $0.objectValue?["rev"]?.stringValue }
+            if !revs.isEmpty { rows.append(Row(id: id, revisions: revs)) }
+        }
+        return (rows, json.objectValue?["last_seq"])
+    }
+
+    /// A sequence as `since=` takes it: CouchDB 2+ sequences are opaque strings, 1.x ones numbers.
+    static func sequenceText(_ seq: JSONValue) -> String {
+        switch seq {
+        case .string(let s): return s
+        case .int(let n): return String(n)
+        default: return String(decoding: CanonicalJSON.encode(seq), as: UTF8.self)
+        }
+    }
+
+    /// One document's revisions to fetch, with the revisions here they may build on.
+    struct Missing: Sendable {
+        let id: String
+        let revisions: [String]
+        let attsSince: [String]
+    }
+
+    /// The rows' revisions this database lacks (a local `_revs_diff`).
+    private func missingRevisions(_ rows: [Row]) throws(ReplicationError) -> [Missing] {
+        let trees: [String: RevisionTree]
+        do { trees = try database.revisionTrees(of: rows.map(\.id)) } catch { throw .store(error) }
+        var out: [Missing] = []
+        for row in rows {
+            let tree = trees[row.id]
+            let missing = row.revisions.filter { text in
+                guard let tree, let rev = try? RevisionID(text) else { return true }
+                return tree.nodes[rev] == nil
+            }
+            guard !missing.isEmpty else { continue }
+            // Leaves here that may be ancestors: their attachments need not come again.
+            let have = (tree?.leaves ?? []).filter { $0.body != nil }.map { $0.revisionID.description }
+            out.append(Missing(id: row.id, revisions: missing, attsSince: have))
+        }
+        return out
+    }
+
+    /// Fetches `missing` with `_bulk_get`, `maxConcurrentFetches` requests at a time; returns
+    /// the documents (in no particular order) and how many could not be fetched.
+    private func fetch(_ missing: [Missing]) async throws(ReplicationError) -> ([[String: JSONValue]], Int) {
+        var requests: [[JSONValue]] = []
+        var current: [JSONValue] = []
+        for m in missing {
+            for rev in m.revisions {
+                var o: [String: JSONValue] = ["id": .string(m.id), "rev": .string(rev)]
+                if !m.attsSince.isEmpty { o["atts_since"] = .array(m.attsSince.map { .string($0) }) }
+                current.append(.object(o))
+                if current.count == Self.fetchChunk { requests.append(current); current = [] }
+            }
+        }
+        if !current.isEmpty { requests.append(current) }
+        let remote = self.remote
+        let width = max(1, configuration.maxConcurrentFetches)
+        let results: Result<[[JSONValue]], ReplicationError> = await withTaskGroup(of: Result<[JSONValue], ReplicationError>.self) { group in
+            var next = 0
+            var out: [[JSONValue]] = []
+            func add() {
+                let docs = requests[next]
+                next += 1
+                group.addTask {
+                    do throws(ReplicationError) {
+                        let json = try await remote.expect("POST", "_bulk_get?revs=true&attachments=true&latest=true",
+                                                           json: .object(["docs": .array(docs)]))
+                        return .success(json.objectValue?["results"]?.arrayValue ?? [])
+                    } catch { return .failure(error) }
+                }
+            }
+            while next < min(width, requests.count) { add() }
+            for await r in group {
+                switch r {
+                case .failure(let e):
+                    group.cancelAll()
+                    return .failure(e)
+                case .success(let rows):
+                    out.append(rows)
+                    if next < requests.count { add() }
+                }
+            }
+            return .success(out)
+        }
+        var docs: [[String: JSONValue]] = []
+        var failures = 0
+        for result in try results.get().joined() {
+            guard let o = result.objectValue else { continue }
+            let id = o["id"]?.stringValue ?? "?"
+            for d in o["docs"]?.arrayValue ?? [] {
+                if let doc = d.objectValue?["ok"]?.objectValue {
+                    docs.append(doc)
+                } else if let error = d.objectValue?["error"]?.objectValue {
+                    failures += 1
+                    let reason = error["reason"]?.stringValue ?? error["error"]?.stringValue ?? "unknown error"
+                    reporter.event(DocumentEvent(direction: .pull, documentID: id, revisionID: error["rev"]?.stringValue, isDeleted: false,
+                                                 kind: .failed(.remote(domain: "HTTP", code: 404, message: reason))))
+                }
+            }
+        }
+        return (docs, failures)
+    }
+
+    /// Inserts the fetched revisions in one transaction; returns how many were stored.
+    private func store(_ docs: [[String: JSONValue]]) -> Int {
+        var revisions: [ReplicatedRevision] = []
+        revisions.reserveCapacity(docs.count)
+        for d in docs {
+            do throws(CouchDocument.Refusal) {
+                revisions.append(try CouchDocument.replicated(d, database: database))
+            } catch {
+                reporter.event(DocumentEvent(direction: .pull, documentID: d["_id"]?.stringValue ?? "?", revisionID: d["_rev"]?.stringValue,
+                                             isDeleted: false, kind: .failed(.protocolError(error.reason))))
+            }
+        }
+        let outcomes: [Result<InsertOutcome, StoreError>]
+        do {
+            if let resolver = configuration.conflictResolver {
+                outcomes = try database.insert(revisions, resolver: resolver)
+            } else {
+                outcomes = try database.insert(revisions)
+            }
+        } catch {
+            logger.error("could not store pulled revisions", metadata: ["error": "\(error)"])
+            for r in revisions {
+                reporter.event(DocumentEvent(direction: .pull, documentID: r.documentID, revisionID: r.history.first, isDeleted: r.isDeleted,
+                                             kind: .failed(.store(error))))
+            }
+            return 0
+        }
+        var written = 0
+        for (r, outcome) in zip(revisions, outcomes) {
+            switch outcome {
+            case .success(let o):
+                written += 1
+                reporter.event(DocumentEvent(direction: .pull, documentID: r.documentID, revisionID: r.history.first, isDeleted: r.isDeleted,
+                                             kind: .pulled))
+                if o.resolved {
+                    reporter.event(DocumentEvent(direction: .pull, documentID: r.documentID, revisionID: o.current?.description,
+                                                 isDeleted: false, kind: .conflictResolved))
+                }
+            case .failure(let e):
+                reporter.event(DocumentEvent(direction: .pull, documentID: r.documentID, revisionID: r.history.first, isDeleted: r.isDeleted,
+                                             kind: .failed(.store(e))))
+            }
+        }
+        return written
+    }
+}

@@ -1,0 +1,130 @@
+import FerryStore
+import Logging
+
+/// Pushes to a CouchDB database as CouchDB's replicator does (Protocol/replication-http.md,
+/// "Push"): local changes in batches from the checkpoint, every leaf of each changed document
+/// offered with `_revs_diff`, the missing revisions sent with their histories by
+/// `_bulk_docs` (`new_edits: false`; attachments the target's `possible_ancestors` already
+/// have go as stubs), then the checkpoint. A batch the server refuses as too large (413) is
+/// split in halves; a document refused alone (401, 403, 413, validation) is reported and the
+/// push goes on. Continuous: once caught up, waits for the next local change.
+struct CouchPusher: Sendable {
+    let remote: CouchRemote
+    let database: Database
+    let configuration: ReplicatorConfiguration
+    let checkpoint: CouchCheckpoint
+    let reporter: Reporter
+    let logger: Logger
+
+    /// Runs from the checkpoint (or `since`, for a second pass) until caught up (one-shot) or
+    /// until cancelled (continuous).
+    func run(reset: Bool) async throws(ReplicationError) {
+        let start = try await checkpoint.start(reset: reset)
+        var since = start.intValue ?? Int64(CouchPuller.sequenceText(start)) ?? 0
+        var stats = ["docs_read": 0, "docs_written": 0, "doc_write_failures": 0, "missing_checked": 0, "missing_found": 0]
+        let ids = configuration.documentIDs.map(Set.init)
+        while !Task.isCancelled {
+            let batch: (changes: [Change], trees: [String: RevisionTree])
+            do { batch = try database.changesWithTrees(since: since, limit: configuration.batchSize) } catch { throw .store(error) }
+            guard let last = batch.changes.last?.sequence else {
+                reporter.caughtUp(.push)
+                guard configuration.continuous else { return }
+                _ = await database.waitForChange(after: since)
+                continue
+            }
+            let changes = batch.changes.filter { ids?.contains($0.documentID) ?? true }.filter(accepts)
+            reporter.found(changes.count, direction: .push)
+            var offer: [String: JSONValue] = [:]
+            for c in changes {
+                guard let tree = batch.trees[c.documentID] else { continue }
+                offer[c.documentID] = .array(tree.leaves.map { .string($0.revisionID.description) })
+            }
+            stats["missing_checked", default: 0] += offer.values.reduce(0) { $0 + ($1.arrayValue?.count ?? 0) }
+            if !offer.isEmpty {
+                let diff = try await remote.expect("POST", "_revs_diff", json: .object(offer))
+                var docs: [[String: JSONValue]] = []
+                for (id, value) in diff.objectValue ?? [:] {
+                    guard let tree = batch.trees[id], let o = value.objectValue else { continue }
+                    let ancestors = (o["possible_ancestors"]?.arrayValue ?? []).compactMap { $0.stringValue.flatMap { try? RevisionID($0) } }
+                    let ancestorGeneration = ancestors.map(\.generation).max() ?? 0
+                    for text in (o["missing"]?.arrayValue ?? []).compactMap(\.stringValue) {
+                        guard let rev = try? RevisionID(text),
+                              let doc = CouchDocument.json(id: id, revision: rev, tree: tree, database: database,
+                                                           ancestorGeneration: ancestorGeneration) else { continue }
+                        docs.append(doc)
+                    }
+                }
+                stats["missing_found", default: 0] += docs.count
+                stats["docs_read", default: 0] += docs.count
+                let failed = try await send(docs)
+                stats["docs_written", default: 0] += docs.count - failed
+                stats["doc_write_failures", default: 0] += failed
+            }
+            reporter.completed(changes.count)
+            since = last
+            try await checkpoint.save(seq: .int(since), stats: stats)
+        }
+        throw .stopped
+    }
+
+    /// Whether the push filter lets a change through.
+    private func accepts(_ change: Change) -> Bool {
+        guard let filter = configuration.pushFilter else { return true }
+        guard let doc = try? database.document(change.documentID, includeDeleted: true) else { return false }
+        return filter(doc, change.isDeleted ? .deleted : [], configuration.pushFilterParameters)
+    }
+
+    /// Sends `docs` with `_bulk_docs` (`new_edits: false`), in requests of at most 8 MiB;
+    /// returns how many the server refused (each reported).
+    private func send(_ docs: [[String: JSONValue]]) async throws(ReplicationError) -> Int {
+        var failed = 0
+        var chunk: [[String: JSONValue]] = []
+        var size = 0
+        for d in docs {
+            let n = CanonicalJSON.encode(.object(d)).count
+            if !chunk.isEmpty && size + n > 8 << 20 {
+                failed += try await bulkDocs(chunk)
+                chunk = []
+                size = 0
+            }
+            chunk.append(d)
+            size += n
+        }
+        if !chunk.isEmpty { failed += try await bulkDocs(chunk) }
+        return failed
+    }
+
+    private func bulkDocs(_ docs: [[String: JSONValue]]) async throws(ReplicationError) -> Int {
+        let a = try await remote.request("POST", "_bulk_docs", json: .object(["docs": .array(docs.map { .object($0) }), "new_edits": false]))
+        if a.status == 413 {
+            guard docs.count > 1 else {
+                report(docs[0], .httpStatus(413, a.reason))
+                return 1
+            }
+            let half = docs.count / 2
+            return try await bulkDocs(Array(docs[..<half])) + bulkDocs(Array(docs[half...]))
+        }
+        guard (200..<300).contains(a.status) else { throw CouchRemote.failure(a, "POST _bulk_docs") }
+        // With `new_edits: false` CouchDB lists only the documents it refused.
+        var refused: [String: String] = [:]
+        for item in a.json.arrayValue ?? [] {
+            guard let o = item.objectValue, let id = o["id"]?.stringValue, o["error"] != nil else { continue }
+            refused[id] = (o["error"]?.stringValue ?? "") + ": " + (o["reason"]?.stringValue ?? "")
+        }
+        for d in docs {
+            let id = d["_id"]?.stringValue ?? "?"
+            if let why = refused[id] {
+                report(d, .httpStatus(why.hasPrefix("forbidden") ? 403 : why.hasPrefix("unauthorized") ? 401 : 400, why))
+            } else {
+                reporter.event(DocumentEvent(direction: .push, documentID: id, revisionID: d["_rev"]?.stringValue,
+                                             isDeleted: d["_deleted"]?.boolValue ?? false, kind: .pushed))
+            }
+        }
+        return refused.count
+    }
+
+    private func report(_ doc: [String: JSONValue], _ error: ReplicationError) {
+        reporter.event(DocumentEvent(direction: .push, documentID: doc["_id"]?.stringValue ?? "?", revisionID: doc["_rev"]?.stringValue,
+                                     isDeleted: doc["_deleted"]?.boolValue ?? false, kind: .failed(error)))
+    }
+}

@@ -1,0 +1,183 @@
+import FerryHTTP
+import FerryStore
+import Foundation
+import Synchronization
+
+/// A CouchDB database reached over HTTP (Protocol/replication-http.md): JSON requests against
+/// `http(s)://host:port/db`, authenticated as CouchDB's replicator does — a `POST /_session`
+/// cookie, renewed when the server answers 401, with Basic credentials as the fallback for
+/// servers without sessions — and HTTP failures mapped to `ReplicationError`s.
+final class CouchRemote: Sendable {
+    /// The database's URL without credentials (for messages and the replication ID).
+    let url: String
+    private let endpoint: HTTPEndpoint
+    /// The database's path, percent-encoded, without a trailing slash (`/tasks`).
+    private let path: String
+    private let client: HTTPClient
+    private let credentials: (user: String, password: String)?
+    private let extraHeaders: [(name: String, value: String)]
+    /// The `AuthSession` cookie from `POST /_session`; nil before login or without sessions.
+    private let cookie = Mutex<String?>(nil)
+    /// Set when the server has no `_session` (Basic is sent instead).
+    private let basicOnly = Mutex(false)
+
+    /// The remote database at `url` (`http(s)://[user:password@]host:port/db`).
+    init(url: String, client: HTTPClient, authenticator: ReplicatorConfiguration.Authenticator?,
+         headers: [String: String]) throws(ReplicationError) {
+        guard let (endpoint, target, user, password) = HTTPEndpoint.split(url) else { throw .invalidURL(url) }
+        var p = target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? "/"
+        while p.hasSuffix("/") && p.count > 1 { p.removeLast() }
+        guard p.count > 1 else { throw .invalidURL("\(url): no database name in the path") }
+        self.endpoint = endpoint
+        path = p
+        self.client = client
+        self.url = endpoint.description + p
+        if case .basic(let u, let pw)? = authenticator {
+            credentials = (u, pw)
+        } else if let user {
+            credentials = (user, password ?? "")
+        } else {
+            credentials = nil
+        }
+        extraHeaders = headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+    }
+
+    /// A JSON answer: status and parsed body (`.null` when the body is not JSON).
+    struct Answer: Sendable {
+        let status: Int
+        let json: JSONValue
+        let headers: HTTPResponseHead
+
+        /// CouchDB's `reason` (or `error`) of an error answer.
+        var reason: String {
+            json.objectValue?["reason"]?.stringValue ?? json.objectValue?["error"]?.stringValue ?? "HTTP \(status)"
+        }
+    }
+
+    /// Sends a request to `db/<sub>` (`sub` percent-encoded, may carry a query; "" for the
+    /// database itself) and returns the answer whatever its status; 401 renews the session once.
+    func request(_ method: String, _ sub: String, json: JSONValue? = nil, body: [UInt8]? = nil, contentType: String? = nil,
+                 timeout: Double? = nil) async throws(ReplicationError) -> Answer {
+        let target = sub.isEmpty ? path : path + "/" + sub
+        var answer = try await send(method, target, json: json, body: body, contentType: contentType, timeout: timeout)
+        if answer.status == 401, credentials != nil {
+            try await login(force: true)
+            answer = try await send(method, target, json: json, body: body, contentType: contentType, timeout: timeout)
+        }
+        return answer
+    }
+
+    /// Like `request`, but an answer outside 2xx throws (`httpStatus`, transient for 5xx/408/429).
+    func expect(_ method: String, _ sub: String, json: JSONValue? = nil, timeout: Double? = nil) async throws(ReplicationError) -> JSONValue {
+        let a = try await request(method, sub, json: json, timeout: timeout)
+        guard (200..<300).contains(a.status) else { throw Self.failure(a, "\(method) \(sub.isEmpty ? url : sub)") }
+        return a.json
+    }
+
+    /// A streamed `GET db/<sub>` (the continuous `_changes` feed).
+    func stream(_ sub: String, timeout: Double) async throws(ReplicationError) -> HTTPClientStream {
+        try await login(force: false)
+        var request = HTTPClientRequest(method: "GET", endpoint: endpoint, target: path + "/" + sub, headers: authHeaders(), timeout: timeout)
+        request.headers += extraHeaders
+        do { return try await client.stream(request) } catch { throw Self.map(error) }
+    }
+
+    /// The error for a non-2xx answer.
+    static func failure(_ a: Answer, _ what: String) -> ReplicationError {
+        .httpStatus(a.status, "\(what): \(a.reason)")
+    }
+
+    /// Logs in with `POST /_session` (CouchDB's replicator default, `couch_replicator_auth_session`)
+    /// unless a cookie is held and `force` is false. A server without `_session` (404/405) gets
+    /// Basic credentials from then on.
+    func login(force: Bool) async throws(ReplicationError) {
+        guard let credentials, !basicOnly.withLock({ $0 }) else { return }
+        if !force, cookie.withLock({ $0 }) != nil { return }
+        let form = "name=" + Self.formEncode(credentials.user) + "&password=" + Self.formEncode(credentials.password)
+        var r = HTTPClientRequest(method: "POST", endpoint: endpoint, target: "/_session",
+                                  headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")],
+                                  body: Array(form.utf8))
+        r.headers += extraHeaders
+        let response: HTTPClientResponse
+        do { response = try await client.execute(r) } catch { throw Self.map(error) }
+        switch response.status {
+        case 200..<300:
+            let value = response.head.values(of: "Set-Cookie").compactMap(Self.authSession).first
+            cookie.withLock { $0 = value }
+            if value == nil { basicOnly.withLock { $0 = true } }
+        case 404, 405, 501:
+            basicOnly.withLock { $0 = true }
+        default:
+            let json = (try? JSONParser.parse(response.body, sizeLimit: 1 << 20)) ?? .null
+            throw Self.failure(Answer(status: response.status, json: json, headers: response.head), "POST /_session")
+        }
+    }
+
+    private func send(_ method: String, _ target: String, json: JSONValue?, body: [UInt8]?, contentType: String?,
+                      timeout: Double?) async throws(ReplicationError) -> Answer {
+        try await login(force: false)
+        var headers = authHeaders()
+        headers.append(("Accept", "application/json"))
+        var bytes = body
+        if let json {
+            bytes = CanonicalJSON.encode(json)
+            headers.append(("Content-Type", "application/json"))
+        } else if let contentType {
+            headers.append(("Content-Type", contentType))
+        }
+        headers += extraHeaders
+        let request = HTTPClientRequest(method: method, endpoint: endpoint, target: target, headers: headers, body: bytes, timeout: timeout)
+        let response: HTTPClientResponse
+        do { response = try await client.execute(request) } catch { throw Self.map(error) }
+        let parsed = response.body.isEmpty ? JSONValue.null : ((try? JSONParser.parse(response.body)) ?? .null)
+        return Answer(status: response.status, json: parsed, headers: response.head)
+    }
+
+    private func authHeaders() -> [(name: String, value: String)] {
+        if let c = cookie.withLock({ $0 }) { return [("Cookie", "AuthSession=" + c)] }
+        guard let credentials else { return [] }
+        return [("Authorization", "Basic " + Data("\(credentials.user):\(credentials.password)".utf8).base64EncodedString())]
+    }
+
+    /// The `AuthSession` value of a `Set-Cookie` field.
+    private static func authSession(_ setCookie: String) -> String? {
+        guard let first = setCookie.split(separator: ";").first else { return nil }
+        let parts = first.split(separator: "=", maxSplits: 1)
+        guard parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces) == "AuthSession" else { return nil }
+        let value = String(parts[1])
+        return value.isEmpty ? nil : value
+    }
+
+    private static func formEncode(_ s: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
+    }
+
+    /// A transport failure as a replication error (TLS refusals are permanent; the rest is
+    /// the network, retried).
+    static func map(_ error: HTTPClientError) -> ReplicationError {
+        switch error {
+        case .transport(.tls(let e)): return .tls(e)
+        case .invalidURL(let u): return .invalidURL(u)
+        case .cancelled: return .stopped
+        case .malformedResponse(let e): return .protocolError("malformed HTTP response: \(e.reason)")
+        case .badContentEncoding(let why): return .protocolError(why)
+        case .transport, .timedOut, .closedBeforeResponse: return .connection(error.description)
+        }
+    }
+
+    /// `s` percent-encoded for a path segment or a query value.
+    static func encode(_ s: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
+    }
+
+    /// A document ID as CouchDB's paths take it: a design document keeps its `_design/` slash.
+    static func encodeDocumentID(_ id: String) -> String {
+        if id.hasPrefix("_design/") { return "_design/" + encode(String(id.dropFirst(8))) }
+        if id.hasPrefix("_local/") { return "_local/" + encode(String(id.dropFirst(7))) }
+        return encode(id)
+    }
+}
