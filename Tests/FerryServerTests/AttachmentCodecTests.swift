@@ -1,5 +1,6 @@
 @testable import FerryServer
 import FerryStore
+import FerrySync
 import FerryTestSupport
 import Foundation
 import Testing
