@@ -27,7 +27,7 @@ def run(report, couch, local, ds, kind, control):
         tsnap = Snapshot(couch, tdb)
         # CouchDB keeps whatever it is sent: the target must equal the local tree, under either
         # policy (under resolve that tree already holds Ferry's resolutions).
-        compare(report, label, lsnap, tsnap, kind=kind)
+        compare(report, label, lsnap, tsnap, kind=kind, ferry_vs_couch=True)
         before = update_seq(couch, tdb)
         r2 = local.sync(db, url, "push")
         after = update_seq(couch, tdb)

@@ -90,8 +90,7 @@ extension RESTRouter {
                 refused.append(Self.itemError(id, error))
                 continue
             }
-            var properties = incoming.properties
-            properties.removeValue(forKey: "_deleted")
+            let properties = DocumentJSON.replicatedProperties(incoming)
             revisions.append(ReplicatedRevision(documentID: id, history: history, body: CanonicalJSON.encode(properties),
                                                 isDeleted: incoming.deleted))
         }

@@ -78,6 +78,23 @@ enum DocumentJSON {
         return history
     }
 
+    /// A replicated revision's stored properties: `_deleted` out (the store takes it apart), and
+    /// every attachment entry without a `revpos` given `revpos` 0, as CouchDB stores one
+    /// written with `new_edits: false` (a local save instead gets its generation, from the store).
+    static func replicatedProperties(_ incoming: Incoming) -> [String: JSONValue] {
+        var properties = incoming.properties
+        properties.removeValue(forKey: "_deleted")
+        if case .object(var entries)? = properties["_attachments"] {
+            for (name, value) in entries {
+                guard case .object(var meta) = value, meta["revpos"] == nil else { continue }
+                meta["revpos"] = .int(0)
+                entries[name] = .object(meta)
+            }
+            properties["_attachments"] = .object(entries)
+        }
+        return properties
+    }
+
     /// A request body split into the stored properties and CouchDB's special members.
     struct Incoming {
         var properties: [String: JSONValue]

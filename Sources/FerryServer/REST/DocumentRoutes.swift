@@ -143,8 +143,7 @@ extension RESTRouter {
     /// Stores a revision made elsewhere with its history (`new_edits=false`), as replication does.
     func insertReplicated(_ db: Database, id: String, rev: String, incoming: DocumentJSON.Incoming) throws(RESTError) -> (id: String, rev: String) {
         let history = try DocumentJSON.replicatedHistory(rev: rev, revisions: incoming.revisions)
-        var properties = incoming.properties
-        properties.removeValue(forKey: "_deleted")
+        let properties = DocumentJSON.replicatedProperties(incoming)
         let r = ReplicatedRevision(documentID: id, history: history, body: CanonicalJSON.encode(properties), isDeleted: incoming.deleted)
         do { _ = try db.insert(r) } catch { throw RESTError(error) }
         return (id, rev)

@@ -39,6 +39,12 @@ final class CouchCheckpoint: Sendable {
         self.target = target
     }
 
+    /// Seconds between writes of the source's copy (the target's is written after every batch:
+    /// it is what says how far the target has the data).
+    static let sourceInterval = 5.0
+    /// When the source's copy was last written, and whether it is behind the target's.
+    private let sourceWrites = Mutex<(last: ContinuousClock.Instant?, behind: Bool)>((nil, false))
+
     /// Reads both copies and returns the source sequence to resume from (`0` for the start).
     func start(reset: Bool) async throws(ReplicationError) -> JSONValue {
         let s = try await read(source)
@@ -46,7 +52,9 @@ final class CouchCheckpoint: Sendable {
         let since: JSONValue
         if reset {
             since = .int(0)
-        } else if let s, let t, let session = s["session_id"], session == t["session_id"], let seq = s["source_last_seq"] {
+        } else if let s, let t, let session = s["session_id"], session == t["session_id"], let seq = t["source_last_seq"] {
+            // The same session on both: the target's copy, written after every batch, says how
+            // far the target has the data (the source's may lag by `sourceInterval`).
             since = seq
         } else if let s, let t {
             since = Self.commonAncestor(s["history"]?.arrayValue ?? [], t["history"]?.arrayValue ?? []) ?? .int(0)
@@ -58,11 +66,12 @@ final class CouchCheckpoint: Sendable {
     }
 
     /// Records that everything up to `seq` of the source is on the target: the target's copy
-    /// first, then the source's (CouchDB's order), both with this session at the head of the
+    /// every time, the source's (CouchDB's order: target, then source) at most every
+    /// `sourceInterval` seconds unless `final`, both with this session at the head of the
     /// history. `stats` are this session's counters.
-    func save(seq: JSONValue, stats: [String: Int]) async throws(ReplicationError) {
+    func save(seq: JSONValue, stats: [String: Int], final: Bool = false) async throws(ReplicationError) {
         let now = HTTPDate.now()
-        let (old, start) = state.withLock { ($0.source ?? $0.target, $0.startSeq) }
+        let (old, start) = state.withLock { ($0.target ?? $0.source, $0.startSeq) }
         var entry: [String: JSONValue] = ["session_id": .string(sessionID), "start_time": .string(startTime), "end_time": .string(now),
                                           "start_last_seq": start, "end_last_seq": seq, "recorded_seq": seq]
         for (k, v) in stats { entry[k] = .int(Int64(v)) }
@@ -71,8 +80,25 @@ final class CouchCheckpoint: Sendable {
         let body: [String: JSONValue] = ["session_id": .string(sessionID), "source_last_seq": seq, "replication_id_version": 4,
                                          "history": .array(Array(history.prefix(50)))]
         try await write(body, to: target)
+        state.withLock { $0.target = body }
+        let due = sourceWrites.withLock { w -> Bool in
+            let due = final || w.last.map { ContinuousClock.now - $0 >= .seconds(Self.sourceInterval) } ?? true
+            w.behind = !due
+            if due { w.last = .now }
+            return due
+        }
+        if due {
+            try await write(body, to: source)
+            state.withLock { $0.source = body }
+        }
+    }
+
+    /// Writes the source's copy if it is behind the target's (at the end of a pass).
+    func flush() async throws(ReplicationError) {
+        guard sourceWrites.withLock({ $0.behind }), let body = state.withLock({ $0.target }) else { return }
         try await write(body, to: source)
-        state.withLock { $0.source = body; $0.target = body }
+        state.withLock { $0.source = body }
+        sourceWrites.withLock { $0 = (.now, false) }
     }
 
     private func read(_ side: Side) async throws(ReplicationError) -> [String: JSONValue]? {

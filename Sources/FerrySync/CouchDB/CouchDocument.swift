@@ -104,43 +104,41 @@ enum CouchDocument {
     }
 
     /// A stored revision as `_bulk_docs` (`new_edits: false`) takes it: its body with `_id`,
-    /// `_rev`, `_revisions` and `_deleted`; attachments newer than `ancestorGeneration` (the
-    /// newest revision the target already has, from `_revs_diff`'s `possible_ancestors`)
-    /// inline as base64, older ones as stubs the target resolves itself.
+    /// `_rev`, `_revisions` and `_deleted`; an attachment goes as a stub when the newest of
+    /// `targetHas` (the target's `possible_ancestors` from `_revs_diff`) that is an ancestor of
+    /// `revision` here holds the same bytes under the same name (the target then has them),
+    /// else inline as base64.
     static func json(id: String, revision: RevisionID, tree: RevisionTree, database db: Database,
-                     ancestorGeneration: Int) -> [String: JSONValue]? {
+                     targetHas: [RevisionID]) -> [String: JSONValue]? {
         guard let node = tree.nodes[revision], let body = node.body else { return nil }
-        var o: [String: JSONValue]
-        if node.isClosed {
-            o = [:]
-        } else {
-            guard let parsed = try? JSONParser.parseObject(body) else { return nil }
-            o = parsed
-        }
+        // A closing tombstone keeps its `ferry:closed` marker, as Ferry's REST serves it to
+        // CouchDB's own replicator: the same revision has the same body whichever way it went.
+        guard var o = try? JSONParser.parseObject(body) else { return nil }
         o["_id"] = .string(id)
         o["_rev"] = .string(revision.description)
         let history = tree.history(of: revision)
         o["_revisions"] = .object(["start": .int(Int64(revision.generation)), "ids": .array(history.map { .string($0.digest) })])
         if node.isDeleted { o["_deleted"] = true }
         if case .object(let entries)? = o["_attachments"] {
+            let ancestor = targetHas.filter { $0 != revision && tree.isAncestor($0, of: revision) }.max()
+            let known = ancestor.flatMap { tree.nodes[$0]?.body }.flatMap { try? JSONParser.parseObject($0) }?["_attachments"]?.objectValue ?? [:]
             var out: [String: JSONValue] = [:]
             for (name, value) in entries {
                 guard var m = value.objectValue else { continue }
-                let revpos = m["revpos"]?.intValue.map(Int.init)
                 let md5 = m.removeValue(forKey: AttachmentMD5.member)
                 let blobDigest = m["digest"]?.stringValue
                 if let md5 { m["digest"] = md5 }
-                if let revpos, revpos <= ancestorGeneration, md5 != nil {
+                m["follows"] = nil
+                if md5 != nil, let blobDigest, known[name]?.objectValue?["digest"]?.stringValue == blobDigest {
                     m["stub"] = true
                 } else if let text = blobDigest, let digest = try? BlobDigest(text), let bytes = try? db.readBlob(digest: digest).readAll() {
                     m["data"] = .string(Data(bytes).base64EncodedString())
                     if md5 == nil { m["digest"] = .string(AttachmentMD5.digest(bytes)) }
-                    if revpos == nil { m["revpos"] = .int(Int64(revision.generation)) }
                     m["stub"] = nil
                 } else {
+                    // Not here (a download policy skipped it): only the target can have it.
                     m["stub"] = true
                 }
-                m["follows"] = nil
                 out[name] = .object(m)
             }
             o["_attachments"] = .object(out)

@@ -24,21 +24,24 @@ struct CouchPuller: Sendable {
     func run(reset: Bool) async throws(ReplicationError) {
         var since = try await checkpoint.start(reset: reset)
         var stats = ["docs_read": 0, "docs_written": 0, "doc_write_failures": 0, "missing_checked": 0, "missing_found": 0]
-        var waiting = false
+        // The next page of `_changes` is asked for while this one is fetched and stored.
+        var page = prefetch(since: since, longpoll: false)
         while !Task.isCancelled {
-            let (rows, lastSeq) = try await changes(since: since, longpoll: waiting)
+            let current = page
+            let (rows, lastSeq) = try await withTaskCancellationHandler { await current.value } onCancel: { current.cancel() }.get()
             if rows.isEmpty {
                 if lastSeq != since, let lastSeq {
                     // A filtered feed moves on without rows.
                     since = lastSeq
                     try await checkpoint.save(seq: since, stats: stats)
                 }
+                try await checkpoint.flush()
                 reporter.caughtUp(.pull)
                 guard configuration.continuous else { return }
-                waiting = true
+                page = prefetch(since: since, longpoll: true)
                 continue
             }
-            waiting = false
+            if let lastSeq { page = prefetch(since: lastSeq, longpoll: false) }
             reporter.found(rows.count, direction: .pull)
             let missing = try missingRevisions(rows)
             stats["missing_checked", default: 0] += rows.reduce(0) { $0 + $1.revisions.count }
@@ -49,12 +52,24 @@ struct CouchPuller: Sendable {
             stats["docs_written", default: 0] += written
             stats["doc_write_failures", default: 0] += failures + (fetched.count - written)
             reporter.completed(rows.count)
-            if let lastSeq {
-                since = lastSeq
-                try await checkpoint.save(seq: since, stats: stats)
+            guard let lastSeq else {
+                page.cancel()
+                throw .protocolError("_changes answered without last_seq")
+            }
+            since = lastSeq
+            try await checkpoint.save(seq: since, stats: stats)
+        }
+        page.cancel()
+        throw .stopped
+    }
+
+    /// Starts reading the page of `_changes` after `since`.
+    private func prefetch(since: JSONValue, longpoll: Bool) -> Task<Result<([Row], JSONValue?), ReplicationError>, Never> {
+        Task {
+            do throws(ReplicationError) { return .success(try await changes(since: since, longpoll: longpoll)) } catch {
+                return .failure(error)
             }
         }
-        throw .stopped
     }
 
     /// One change row: the document and its leaf revisions.

@@ -27,6 +27,7 @@ struct CouchPusher: Sendable {
             let batch: (changes: [Change], trees: [String: RevisionTree])
             do { batch = try database.changesWithTrees(since: since, limit: configuration.batchSize) } catch { throw .store(error) }
             guard let last = batch.changes.last?.sequence else {
+                try await checkpoint.flush()
                 reporter.caughtUp(.push)
                 guard configuration.continuous else { return }
                 _ = await database.waitForChange(after: since)
@@ -46,11 +47,10 @@ struct CouchPusher: Sendable {
                 for (id, value) in diff.objectValue ?? [:] {
                     guard let tree = batch.trees[id], let o = value.objectValue else { continue }
                     let ancestors = (o["possible_ancestors"]?.arrayValue ?? []).compactMap { $0.stringValue.flatMap { try? RevisionID($0) } }
-                    let ancestorGeneration = ancestors.map(\.generation).max() ?? 0
                     for text in (o["missing"]?.arrayValue ?? []).compactMap(\.stringValue) {
                         guard let rev = try? RevisionID(text),
                               let doc = CouchDocument.json(id: id, revision: rev, tree: tree, database: database,
-                                                           ancestorGeneration: ancestorGeneration) else { continue }
+                                                           targetHas: ancestors) else { continue }
                         docs.append(doc)
                     }
                 }
