@@ -25,7 +25,10 @@ struct ReplicationCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Add a replication of local database NAME with the peer at URL; it starts at once and after every restart.")
 
         @Argument(help: "The local database.") var database: String
-        @Argument(help: "The peer's database URL, ws://host:port/db (wss://, http:// and https:// too; credentials in it are kept, never shown).") var peer: String
+        @Argument(help: "The peer's database URL: http(s)://host:port/db for a CouchDB (its replication protocol), ws(s)://host:port/db for BLIP peers (credentials in it are kept, never shown).") var peer: String
+        @Option(name: .customLong("protocol"), help: ArgumentHelp("automatic (by the URL's scheme), couchdb, or blip (a Sync Gateway given as http://).", valueName: "name"))
+        var peerProtocol: String?
+        @Option(help: ArgumentHelp("Pull only documents matching this Mango selector (JSON; CouchDB peers).", valueName: "json")) var selector: String?
         @OptionGroup var daemon: DaemonOptions
         @Option(help: "The replication's ID (default: DATABASE-HOST-PORT).") var id: String?
         @Flag(help: "Only push local changes.") var push = false
@@ -62,6 +65,13 @@ struct ReplicationCommand: AsyncParsableCommand {
                                           "direction": .string(push ? "push" : pull ? "pull" : "both"), "continuous": .bool(continuous)]
             if !docIDs.isEmpty { o["doc_ids"] = .array(docIDs.map { .string($0) }) }
             if let filter { o["filter"] = .string(filter) }
+            if let peerProtocol { o["protocol"] = .string(peerProtocol) }
+            if let selector {
+                guard let v = try? JSONParser.parse(Array(selector.utf8)), v.objectValue != nil else {
+                    throw ValidationError("--selector must be a JSON object")
+                }
+                o["selector"] = v
+            }
             if !params.isEmpty {
                 var q: [String: JSONValue] = [:]
                 for p in params {

@@ -44,7 +44,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: ArgumentHelp("What anonymous requests may do with --allow-anonymous: reader, writer or admin.", valueName: "role"))
     var anonymousRole = "writer"
     @Option(name: .customLong("replicate"), help: ArgumentHelp(
-        "Also push and pull continuously with this peer (ws://[user:password@]host:port/db; with --data: NAME=URL for database NAME); repeatable. Retries while it is down.",
+        "Also push and pull continuously with this peer (ws://[user:password@]host:port/db for BLIP, http(s):// for a CouchDB; with --data: NAME=URL for database NAME); repeatable. Retries while it is down.",
         valueName: "url"))
     var peers: [String] = []
     @Option(help: ArgumentHelp(
@@ -244,7 +244,7 @@ struct Serve: AsyncParsableCommand {
 
     /// `NAME=URL` split at the first `=` (a URL's own `=` come after it).
     static func splitNamed(_ s: String) -> (String, String)? {
-        guard let eq = s.firstIndex(of: "="), !s.hasPrefix("ws"), eq != s.startIndex else { return nil }
+        guard let eq = s.firstIndex(of: "="), !s.hasPrefix("ws"), !s.hasPrefix("http"), eq != s.startIndex else { return nil }
         return (String(s[..<eq]), String(s[s.index(after: eq)...]))
     }
 }

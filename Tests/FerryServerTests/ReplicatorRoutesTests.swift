@@ -59,7 +59,7 @@ struct ReplicatorRoutesTests {
         let get = try await f.request("GET", "/_replicator/r1", user: Self.root)
         #expect(get.status == 200)
         #expect(get.object["_rev"]?.stringValue == rev1)
-        #expect(get.object["peer"] == "ws://127.0.0.1:9/alpha")
+        #expect(get.object["peer"] == "http://127.0.0.1:9/alpha", "the scheme is kept: it picks the protocol")
         #expect(get.object["direction"] == "push")
         #expect(get.object["auth"] == .object(["basic": .object(["username": "bob", "password": "***"])]))
         #expect(!get.text.contains("s3cret"))

@@ -250,7 +250,7 @@ final class ManagedReplication: Sendable {
             return "waiting for interface \(c.interfaces.joined(separator: " or ")) to be up"
         }
         if c.reachable, let url = URLComponents(string: spec.peer), let host = url.host {
-            let port = url.port ?? (url.scheme == "wss" ? 443 : 80)
+            let port = url.port ?? (["wss", "https"].contains(url.scheme?.lowercased()) ? 443 : 80)
             do {
                 let conn = try await TCPConnection.connect(host: host, port: port, on: EventLoopGroup.shared.next(), timeout: 2)
                 // A connection is closed on its loop; it was never started, so nothing else touches it.
@@ -275,6 +275,8 @@ final class ManagedReplication: Sendable {
         c.documentIDs = spec.documentIDs
         c.pullFilter = spec.filter
         c.pullFilterParameters = spec.queryParameters
+        c.selector = spec.selector
+        c.peerProtocol = spec.peerProtocol
         if let user = spec.user, let password = spec.password { c.authenticator = .basic(user: user, password: password) }
         c.tls = environment.tls
         if !spec.pins.isEmpty {

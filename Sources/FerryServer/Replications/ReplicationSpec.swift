@@ -7,9 +7,11 @@ import Foundation
 /// document, CouchDB `_replicator`-shaped, between one local database and one peer.
 ///
 /// Either `database` + `peer` + `direction`, or CouchDB's `source` + `target` (one a local
-/// database name, the other a peer URL; the direction follows). `http(s)://` peer URLs are
-/// taken as the same Ferry peer's `ws(s)://` (one port serves both). Credentials are kept
-/// with the document but never shown again (`publicJSON`).
+/// database name, the other a peer URL; the direction follows). The peer URL's scheme picks the
+/// protocol: `http(s)://` CouchDB's replication protocol (CouchDB, Cloudant, PouchDB Server, or
+/// a Ferry peer's REST API), `ws(s)://` BLIP; `"protocol": "blip"` reaches an `http(s)://`
+/// URL (a Sync Gateway given so) as `ws(s)://`. Credentials are kept with the document but
+/// never shown again (`publicJSON`).
 public struct ReplicationSpec: Sendable, Equatable {
     /// Which way documents go, seen from the local database.
     public enum Direction: String, Sendable, CaseIterable {
@@ -70,8 +72,10 @@ public struct ReplicationSpec: Sendable, Equatable {
     public var id: String
     /// The local database's name.
     public var database: String
-    /// The peer's database URL, `ws(s)://host:port/db`, without credentials.
+    /// The peer's database URL, `ws(s)://` or `http(s)://host:port/db`, without credentials.
     public var peer: String
+    /// Which protocol speaks to the peer (default: by the URL's scheme).
+    public var peerProtocol = ReplicatorConfiguration.PeerProtocol.automatic
     /// Push, pull or both.
     public var direction: Direction = .both
     /// Keep running after catching up (ignored with a schedule).
@@ -82,6 +86,8 @@ public struct ReplicationSpec: Sendable, Equatable {
     public var filter: String?
     /// Parameters of `filter`.
     public var queryParameters: [String: String] = [:]
+    /// A Mango selector for what is pulled (CouchDB peers; CouchDB's `selector` member).
+    public var selector: JSONValue?
     /// Basic credentials for the peer (write-only through the API).
     public var user: String?
     /// The password of `user`.
@@ -158,7 +164,13 @@ public struct ReplicationSpec: Sendable, Equatable {
             throw Invalid("a replication needs database and peer (or source and target)")
         }
         guard (try? DatabaseName(database)) != nil else { throw Invalid("\(database.debugDescription) is not a database name") }
-        guard let (plain, user, password) = Self.normalizePeer(peer) else { throw Invalid("\(peer.debugDescription) is not a peer URL (ws://host:port/db)") }
+        guard let (plain, user, password) = Self.normalizePeer(peer) else {
+            throw Invalid("\(peer.debugDescription) is not a peer URL (http(s)://host:port/db or ws(s)://host:port/db)")
+        }
+        if let p = try string("protocol") {
+            guard let v = ReplicatorConfiguration.PeerProtocol(rawValue: p) else { throw Invalid("protocol must be automatic, couchdb or blip") }
+            peerProtocol = v
+        }
         guard (user == nil) == (password == nil) else { throw Invalid("the peer URL names a user without a password, or a password without a user") }
         self.database = database
         self.peer = plain
@@ -169,6 +181,10 @@ public struct ReplicationSpec: Sendable, Equatable {
             documentIDs = a.compactMap(\.stringValue)
         }
         filter = try string("filter")
+        if let sel = o["selector"], sel != .null {
+            guard sel.objectValue != nil else { throw Invalid("selector must be a JSON object") }
+            selector = sel
+        }
         if let q = o["query_params"], q != .null {
             guard let qo = q.objectValue else { throw Invalid("query_params must be an object") }
             for (k, v) in qo {
@@ -259,6 +275,8 @@ public struct ReplicationSpec: Sendable, Equatable {
                                       "continuous": .bool(continuous)]
         if let documentIDs { o["doc_ids"] = .array(documentIDs.map { .string($0) }) }
         if let filter { o["filter"] = .string(filter) }
+        if let selector { o["selector"] = selector }
+        if peerProtocol != .automatic { o["protocol"] = .string(peerProtocol.rawValue) }
         if !queryParameters.isEmpty { o["query_params"] = .object(queryParameters.mapValues { .string($0) }) }
         if let user, let password { o["auth"] = .object(["basic": .object(["username": .string(user), "password": .string(password)])]) }
         if !pins.isEmpty { o["tls_pins"] = .array(pins.map { .string($0) }) }
@@ -290,15 +308,11 @@ public struct ReplicationSpec: Sendable, Equatable {
         return l.hasPrefix("ws://") || l.hasPrefix("wss://") || l.hasPrefix("http://") || l.hasPrefix("https://")
     }
 
-    /// `http(s)://` as `ws(s)://`, credentials split off; nil if it is not such a URL.
+    /// A peer URL with its credentials split off; nil if it is not a `ws(s)://` or
+    /// `http(s)://` URL with a host and a database.
     static func normalizePeer(_ url: String) -> (String, String?, String?)? {
-        guard var c = URLComponents(string: url), let scheme = c.scheme?.lowercased(), c.host?.isEmpty == false else { return nil }
-        switch scheme {
-        case "ws", "wss": break
-        case "http": c.scheme = "ws"
-        case "https": c.scheme = "wss"
-        default: return nil
-        }
+        guard var c = URLComponents(string: url), let scheme = c.scheme?.lowercased(), c.host?.isEmpty == false,
+              ["ws", "wss", "http", "https"].contains(scheme) else { return nil }
         let user = c.user?.removingPercentEncoding ?? c.user
         let password = c.password?.removingPercentEncoding ?? c.password
         c.user = nil
