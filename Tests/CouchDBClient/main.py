@@ -17,13 +17,14 @@ import pull
 import push
 import restart
 import resume
+import speed
 import tls
 from dataset import Dataset, seed
 from harness import ControlLocal, CouchDB, FerryLocal
 from report import Report
 from snapshot import Snapshot
 
-SCENARIOS = ("pull", "push", "checkpoint", "auth", "filters", "resume", "continuous", "restart", "tls", "bridge")
+SCENARIOS = ("pull", "push", "checkpoint", "auth", "filters", "resume", "continuous", "restart", "tls", "bridge", "speed")
 
 
 def guarded(report, name, fn, *args):
@@ -45,6 +46,8 @@ def main():
     ap.add_argument("--seed", type=int, default=31)
     ap.add_argument("--only", default=",".join(SCENARIOS))
     ap.add_argument("--batch-size", type=int, default=100, help="--batch-size of the resume scenario (its bound)")
+    ap.add_argument("--speed-rounds", type=int, help="timed rounds of the speed scenario (default 3)")
+    ap.add_argument("--speed-docs", type=int, help="documents of the speed scenario (default 10000, quick 2000)")
     ap.add_argument("--duration", type=float, help="seconds of the continuous scenario (default 60, quick 20)")
     ap.add_argument("--control", action="store_true",
                     help="self-test: a second CouchDB and its own replicator stand where `ferry sync` would")
@@ -100,6 +103,9 @@ def main():
             guarded(report, "[tls]", tls.run, report, couch, couchdb, local, a.control, a.tmp)
         if "bridge" in only:
             guarded(report, "[bridge]", bridge.run, report, couch, local, a.control, a.bin, a.tmp)
+        if "speed" in only:
+            guarded(report, "[speed]", speed.run, report, couch, local, a.control, a.speed_docs or (2000 if a.quick else 10000),
+                    a.speed_rounds or 3, a.seed)
         crash = local.crashed()
         report.check(f"the local side's {'inspector daemon' if not a.control else 'CouchDB-2'} is still running, no crash",
                      crash is None, str(crash)[-400:])

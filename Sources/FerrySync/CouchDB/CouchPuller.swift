@@ -24,13 +24,14 @@ struct CouchPuller: Sendable {
     func run(reset: Bool) async throws(ReplicationError) {
         var since = try await checkpoint.start(reset: reset)
         var stats = ["docs_read": 0, "docs_written": 0, "doc_write_failures": 0, "missing_checked": 0, "missing_found": 0]
-        // The next page of `_changes` is asked for while this one is fetched and stored.
-        var page = prefetch(since: since, longpoll: false)
+        // The next page is read and fetched while this one is stored: a page's documents are
+        // in no other page of the same pass, so what it lacks does not depend on this one.
+        var next = prepare(since: since, longpoll: false)
         while !Task.isCancelled {
-            let current = page
-            let (rows, lastSeq) = try await withTaskCancellationHandler { await current.value } onCancel: { current.cancel() }.get()
-            if rows.isEmpty {
-                if lastSeq != since, let lastSeq {
+            let current = next
+            let page = try await withTaskCancellationHandler { await current.value } onCancel: { current.cancel() }.get()
+            if page.rows == 0 {
+                if page.lastSeq != since, let lastSeq = page.lastSeq {
                     // A filtered feed moves on without rows.
                     since = lastSeq
                     try await checkpoint.save(seq: since, stats: stats)
@@ -38,35 +39,54 @@ struct CouchPuller: Sendable {
                 try await checkpoint.flush()
                 reporter.caughtUp(.pull)
                 guard configuration.continuous else { return }
-                page = prefetch(since: since, longpoll: true)
+                next = prepare(since: since, longpoll: true)
                 continue
             }
-            if let lastSeq { page = prefetch(since: lastSeq, longpoll: false) }
-            reporter.found(rows.count, direction: .pull)
-            let missing = try missingRevisions(rows)
-            stats["missing_checked", default: 0] += rows.reduce(0) { $0 + $1.revisions.count }
-            stats["missing_found", default: 0] += missing.reduce(0) { $0 + $1.revisions.count }
-            let (fetched, failures) = try await fetch(missing)
-            stats["docs_read", default: 0] += fetched.count
-            let written = store(fetched)
+            guard let lastSeq = page.lastSeq else { throw .protocolError("_changes answered without last_seq") }
+            next = prepare(since: lastSeq, longpoll: false)
+            reporter.found(page.rows, direction: .pull)
+            stats["missing_checked", default: 0] += page.checked
+            stats["missing_found", default: 0] += page.missing
+            stats["docs_read", default: 0] += page.docs.count
+            let written = store(page.docs)
             stats["docs_written", default: 0] += written
-            stats["doc_write_failures", default: 0] += failures + (fetched.count - written)
-            reporter.completed(rows.count)
-            guard let lastSeq else {
-                page.cancel()
-                throw .protocolError("_changes answered without last_seq")
-            }
+            stats["doc_write_failures", default: 0] += page.failures + (page.docs.count - written)
+            reporter.completed(page.rows)
             since = lastSeq
-            try await checkpoint.save(seq: since, stats: stats)
+            do { try await checkpoint.save(seq: since, stats: stats) } catch {
+                next.cancel()
+                throw error
+            }
         }
-        page.cancel()
+        next.cancel()
         throw .stopped
     }
 
-    /// Starts reading the page of `_changes` after `since`.
-    private func prefetch(since: JSONValue, longpoll: Bool) -> Task<Result<([Row], JSONValue?), ReplicationError>, Never> {
+    /// One page of the feed, read and fetched.
+    struct Page: Sendable {
+        var rows = 0
+        var lastSeq: JSONValue?
+        /// Revisions listed, and of those missing here.
+        var checked = 0
+        var missing = 0
+        /// The fetched documents, and how many could not be fetched.
+        var docs: [[String: JSONValue]] = []
+        var failures = 0
+    }
+
+    /// Starts reading the page of `_changes` after `since` and fetching what it lacks here.
+    private func prepare(since: JSONValue, longpoll: Bool) -> Task<Result<Page, ReplicationError>, Never> {
         Task {
-            do throws(ReplicationError) { return .success(try await changes(since: since, longpoll: longpoll)) } catch {
+            do throws(ReplicationError) {
+                let (rows, lastSeq) = try await changes(since: since, longpoll: longpoll)
+                var page = Page(rows: rows.count, lastSeq: lastSeq)
+                guard !rows.isEmpty else { return .success(page) }
+                let missing = try missingRevisions(rows)
+                page.checked = rows.reduce(0) { $0 + $1.revisions.count }
+                page.missing = missing.reduce(0) { $0 + $1.revisions.count }
+                (page.docs, page.failures) = try await fetch(missing)
+                return .success(page)
+            } catch {
                 return .failure(error)
             }
         }

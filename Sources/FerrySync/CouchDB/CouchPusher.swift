@@ -16,55 +16,88 @@ struct CouchPusher: Sendable {
     let reporter: Reporter
     let logger: Logger
 
-    /// Runs from the checkpoint (or `since`, for a second pass) until caught up (one-shot) or
-    /// until cancelled (continuous).
+    /// Runs from the checkpoint until caught up (one-shot) or until cancelled (continuous).
     func run(reset: Bool) async throws(ReplicationError) {
         let start = try await checkpoint.start(reset: reset)
         var since = start.intValue ?? Int64(CouchPuller.sequenceText(start)) ?? 0
         var stats = ["docs_read": 0, "docs_written": 0, "doc_write_failures": 0, "missing_checked": 0, "missing_found": 0]
-        let ids = configuration.documentIDs.map(Set.init)
+        // The next batch is read and offered (`_revs_diff`) while this one is written.
+        var next = prepare(after: since)
         while !Task.isCancelled {
-            let batch: (changes: [Change], trees: [String: RevisionTree])
-            do { batch = try database.changesWithTrees(since: since, limit: configuration.batchSize) } catch { throw .store(error) }
-            guard let last = batch.changes.last?.sequence else {
+            let current = next
+            let batch = try await withTaskCancellationHandler { await current.value } onCancel: { current.cancel() }.get()
+            guard let last = batch.last else {
                 try await checkpoint.flush()
                 reporter.caughtUp(.push)
                 guard configuration.continuous else { return }
                 _ = await database.waitForChange(after: since)
+                next = prepare(after: since)
                 continue
             }
-            let changes = batch.changes.filter { ids?.contains($0.documentID) ?? true }.filter(accepts)
-            reporter.found(changes.count, direction: .push)
-            var offer: [String: JSONValue] = [:]
-            for c in changes {
-                guard let tree = batch.trees[c.documentID] else { continue }
-                offer[c.documentID] = .array(tree.leaves.map { .string($0.revisionID.description) })
+            next = prepare(after: last)
+            reporter.found(batch.changed, direction: .push)
+            stats["missing_checked", default: 0] += batch.offered
+            stats["missing_found", default: 0] += batch.docs.count
+            stats["docs_read", default: 0] += batch.docs.count
+            let failed: Int
+            do { failed = try await send(batch.docs) } catch {
+                next.cancel()
+                throw error
             }
-            stats["missing_checked", default: 0] += offer.values.reduce(0) { $0 + ($1.arrayValue?.count ?? 0) }
-            if !offer.isEmpty {
-                let diff = try await remote.expect("POST", "_revs_diff", json: .object(offer))
-                var docs: [[String: JSONValue]] = []
-                for (id, value) in diff.objectValue ?? [:] {
-                    guard let tree = batch.trees[id], let o = value.objectValue else { continue }
-                    let ancestors = (o["possible_ancestors"]?.arrayValue ?? []).compactMap { $0.stringValue.flatMap { try? RevisionID($0) } }
-                    for text in (o["missing"]?.arrayValue ?? []).compactMap(\.stringValue) {
-                        guard let rev = try? RevisionID(text),
-                              let doc = CouchDocument.json(id: id, revision: rev, tree: tree, database: database,
-                                                           targetHas: ancestors) else { continue }
-                        docs.append(doc)
-                    }
-                }
-                stats["missing_found", default: 0] += docs.count
-                stats["docs_read", default: 0] += docs.count
-                let failed = try await send(docs)
-                stats["docs_written", default: 0] += docs.count - failed
-                stats["doc_write_failures", default: 0] += failed
-            }
-            reporter.completed(changes.count)
+            stats["docs_written", default: 0] += batch.docs.count - failed
+            stats["doc_write_failures", default: 0] += failed
+            reporter.completed(batch.changed)
             since = last
             try await checkpoint.save(seq: .int(since), stats: stats)
         }
+        next.cancel()
         throw .stopped
+    }
+
+    /// One batch of local changes, read and offered: what the target lacks, as documents.
+    struct Batch: Sendable {
+        /// The last local sequence the batch covers; nil when there was no change.
+        var last: Int64?
+        /// Changes that passed the filters.
+        var changed = 0
+        /// Revisions offered with `_revs_diff`.
+        var offered = 0
+        /// The missing revisions, as `_bulk_docs` takes them.
+        var docs: [[String: JSONValue]] = []
+    }
+
+    /// Starts reading and offering the batch after `since`.
+    private func prepare(after since: Int64) -> Task<Result<Batch, ReplicationError>, Never> {
+        Task {
+            do throws(ReplicationError) { return .success(try await batch(after: since)) } catch { return .failure(error) }
+        }
+    }
+
+    private func batch(after since: Int64) async throws(ReplicationError) -> Batch {
+        let read: (changes: [Change], trees: [String: RevisionTree])
+        do { read = try database.changesWithTrees(since: since, limit: configuration.batchSize) } catch { throw .store(error) }
+        var out = Batch(last: read.changes.last?.sequence)
+        let ids = configuration.documentIDs.map(Set.init)
+        let changes = read.changes.filter { ids?.contains($0.documentID) ?? true }.filter(accepts)
+        out.changed = changes.count
+        var offer: [String: JSONValue] = [:]
+        for c in changes {
+            guard let tree = read.trees[c.documentID] else { continue }
+            offer[c.documentID] = .array(tree.leaves.map { .string($0.revisionID.description) })
+        }
+        out.offered = offer.values.reduce(0) { $0 + ($1.arrayValue?.count ?? 0) }
+        guard !offer.isEmpty else { return out }
+        let diff = try await remote.expect("POST", "_revs_diff", json: .object(offer))
+        for (id, value) in diff.objectValue ?? [:] {
+            guard let tree = read.trees[id], let o = value.objectValue else { continue }
+            let ancestors = (o["possible_ancestors"]?.arrayValue ?? []).compactMap { $0.stringValue.flatMap { try? RevisionID($0) } }
+            for text in (o["missing"]?.arrayValue ?? []).compactMap(\.stringValue) {
+                guard let rev = try? RevisionID(text),
+                      let doc = CouchDocument.json(id: id, revision: rev, tree: tree, database: database, targetHas: ancestors) else { continue }
+                out.docs.append(doc)
+            }
+        }
+        return out
     }
 
     /// Whether the push filter lets a change through.
@@ -74,8 +107,9 @@ struct CouchPusher: Sendable {
         return filter(doc, change.isDeleted ? .deleted : [], configuration.pushFilterParameters)
     }
 
-    /// Sends `docs` with `_bulk_docs` (`new_edits: false`), in requests of at most 8 MiB;
-    /// returns how many the server refused (each reported).
+    /// Sends `docs` with `_bulk_docs` (`new_edits: false`) in requests of at most 8 MiB, one
+    /// after another (a CouchDB database has one writer: concurrent requests only cut the
+    /// batches smaller; measured slower). Returns how many the server refused (each reported).
     private func send(_ docs: [[String: JSONValue]]) async throws(ReplicationError) -> Int {
         var failed = 0
         var chunk: [[String: JSONValue]] = []
