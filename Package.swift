@@ -95,7 +95,7 @@ let package = Package(
                                .product(name: "Prometheus", package: "swift-prometheus")]),
         // The peer process: serve, sync, put/get/delete/ls.
         .executableTarget(name: "ferry",
-                          dependencies: ["FerryServer", "FerrySync", "FerryStore", "FerryNet", "FerryDiscovery", "CJemalloc",
+                          dependencies: ["FerryServer", "FerrySync", "FerryStore", "FerryHTTP", "FerryNet", "FerryDiscovery", "CJemalloc",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "Logging", package: "swift-log"),
                                          .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -109,7 +109,7 @@ let package = Package(
         .executableTarget(name: "ferry-store-writer", dependencies: ["FerryStore"]),
         // Side-by-side measurements: `swift run -c release ferry-bench …` (docs/performance.md).
         .executableTarget(name: "ferry-bench",
-                          dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet", "FerryStore", "FerrySync", "CSQLite", "CFerrySystem", "CJemalloc",
+                          dependencies: ["FerryBLIP", "FerryWebSocket", "FerryHTTP", "FerryNet", "FerryStore", "FerrySync", "CSQLite", "CFerrySystem", "CJemalloc",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         // A runnable example of FerryBLIP used alone (docs/transport.md); CI builds and runs it.
         .executableTarget(name: "blip-rpc-example", dependencies: ["FerryBLIP", "FerryNet"],

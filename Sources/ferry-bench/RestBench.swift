@@ -1,4 +1,5 @@
 import ArgumentParser
+import FerryHTTP
 import FerryStore
 import Foundation
 #if canImport(Glibc)
@@ -64,14 +65,25 @@ struct RestBench: AsyncParsableCommand {
             throw ValidationError("ferry serve did not start: \(String(decoding: line, as: UTF8.self))")
         }
         let auth = "Basic " + Data("bench:bench-secret".utf8).base64EncodedString()
-        let client = try BenchHTTPClient(port: port, authorization: auth)
+        // Ferry's one HTTP client, one kept-alive connection, as the benchmark always measured.
+        var settings = HTTPClient.Configuration()
+        settings.maxConnectionsPerEndpoint = 1
+        settings.acceptGzip = false
+        let http = HTTPClient(configuration: settings)
+        let endpoint = HTTPEndpoint(secure: false, host: "127.0.0.1", port: port)
+        func request(_ method: String, _ path: String, body: [UInt8]? = nil, contentType: String? = nil) async throws -> (status: Int, body: [UInt8]) {
+            var headers: [(name: String, value: String)] = [("Authorization", auth)]
+            if let contentType { headers.append(("Content-Type", contentType)) }
+            let r = try await http.execute(HTTPClientRequest(method: method, endpoint: endpoint, target: path, headers: headers, body: body))
+            return (r.status, r.body)
+        }
         print("server: ferry serve --data (pid \(child.processIdentifier)), port \(port); machine: \(ProcessInfo.processInfo.activeProcessorCount) CPUs")
 
         // 1. Keep-alive GET of a 1 KiB document.
         let body = CanonicalJSON.encode(.object(Self.props(0)))
-        let put = try client.request("PUT", "/bench/doc", body: body)
+        let put = try await request("PUT", "/bench/doc", body: body)
         guard put.status == 201 else { throw ValidationError("PUT /bench/doc: \(put.status)") }
-        let got = try client.request("GET", "/bench/doc")
+        let got = try await request("GET", "/bench/doc")
         print("GET /bench/doc answers \(got.body.count) bytes of JSON")
         if let wrk = ["/usr/bin/wrk", "/usr/local/bin/wrk"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) {
             let p = Process()
@@ -101,7 +113,7 @@ struct RestBench: AsyncParsableCommand {
             }
             let payload = CanonicalJSON.encode(.object(["docs": .array(docs)]))
             let t = Self.now()
-            let r = try client.request("POST", "/bench/_bulk_docs", body: payload, contentType: "application/json")
+            let r = try await request("POST", "/bench/_bulk_docs", body: payload, contentType: "application/json")
             let elapsed = Self.now() - t
             guard r.status == 201 else { throw ValidationError("_bulk_docs: \(r.status)") }
             bulkRates.append(Double(bulk) / elapsed)
@@ -123,16 +135,25 @@ struct RestBench: AsyncParsableCommand {
                      ceilingMedian, ceilingRates.map { String(format: "%.0f", $0) }.joined(separator: ", "), bulkMedian / ceilingMedian))
 
         // 3. Write → continuous feed latency.
-        let feed = try BenchHTTPClient(port: port, authorization: auth)
-        try feed.send("GET", "/bench/_changes?feed=continuous&since=now&heartbeat=10000", body: [], contentType: nil)
-        try feed.readHead()
+        // The feed on a connection of its own (a second client: one connection each).
+        let feedClient = HTTPClient(configuration: settings)
+        let feed = try await feedClient.stream(HTTPClientRequest(method: "GET", endpoint: endpoint,
+                                                                 target: "/bench/_changes?feed=continuous&since=now&heartbeat=10000",
+                                                                 headers: [("Authorization", auth)], timeout: 60))
+        var pieces = feed.body.makeAsyncIterator()
+        var seen: [UInt8] = []
         var latencies: [Double] = []
         for i in 0..<samples {
             let id = "lat-\(i)"
             let t = Self.now()
-            let r = try client.request("PUT", "/bench/\(id)", body: Array(#"{"i":1}"#.utf8))
+            let r = try await request("PUT", "/bench/\(id)", body: Array(#"{"i":1}"#.utf8))
             guard r.status == 201 else { throw ValidationError("PUT: \(r.status)") }
-            try feed.readUntil(Array("\"id\":\"\(id)\"".utf8))
+            let needle = Array("\"id\":\"\(id)\"".utf8)
+            while seen.firstRange(of: needle) == nil {
+                guard let piece = try await pieces.next() else { throw ValidationError("the feed ended") }
+                seen += piece
+            }
+            if let r = seen.firstRange(of: needle) { seen.removeFirst(r.upperBound) }
             latencies.append((Self.now() - t) * 1000)
         }
         latencies.sort()
@@ -143,91 +164,5 @@ struct RestBench: AsyncParsableCommand {
     static func props(_ i: Int) -> [String: JSONValue] {
         ["type": "item", "n": .int(Int64(i)), "name": .string("item number \(i)"), "tags": ["a", "b", "c"],
          "price": .double(Double(i) * 0.25 + 0.1), "text": .string(String(repeating: "lorem ipsum ", count: 75))]
-    }
-}
-
-/// A blocking HTTP/1.1 keep-alive client for the benchmark (one connection, one request at a
-/// time; Content-Length responses, or a chunked stream read line by line).
-final class BenchHTTPClient {
-    let fd: Int32
-    let authorization: String
-    var buffer: [UInt8] = []
-
-    init(port: Int, authorization: String) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        self.fd = fd
-        self.authorization = authorization
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard rc == 0 else { throw ValidationError("connect: errno \(errno)") }
-        var one: Int32 = 1
-        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-    }
-
-    deinit { close(fd) }
-
-    func send(_ method: String, _ path: String, body: [UInt8], contentType: String?) throws {
-        var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(authorization)\r\n"
-        if let contentType { head += "Content-Type: \(contentType)\r\n" }
-        if !body.isEmpty || method == "PUT" || method == "POST" { head += "Content-Length: \(body.count)\r\n" }
-        let bytes = Array((head + "\r\n").utf8) + body
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + sent, bytes.count - sent) }
-            guard n > 0 else { throw ValidationError("write failed") }
-            sent += n
-        }
-    }
-
-    private func fill() throws {
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        let n = read(fd, &chunk, chunk.count)
-        guard n > 0 else { throw ValidationError("connection closed") }
-        buffer += chunk[..<n]
-    }
-
-    private func index(of needle: [UInt8]) -> Int? {
-        guard buffer.count >= needle.count else { return nil }
-        var i = 0
-        while i <= buffer.count - needle.count {
-            if buffer[i] == needle[0] && buffer[i..<(i + needle.count)].elementsEqual(needle) { return i }
-            i += 1
-        }
-        return nil
-    }
-
-    /// Reads a response head; returns the status and Content-Length.
-    @discardableResult
-    func readHead() throws -> (status: Int, length: Int?) {
-        var end = index(of: [13, 10, 13, 10])
-        while end == nil { try fill(); end = index(of: [13, 10, 13, 10]) }
-        let head = String(decoding: buffer[..<end!], as: UTF8.self)
-        buffer.removeFirst(end! + 4)
-        let lines = head.split(separator: "\r\n")
-        let status = Int(lines.first?.split(separator: " ").dropFirst().first ?? "") ?? 0
-        let length = lines.first { $0.lowercased().hasPrefix("content-length:") }.flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) }
-        return (status, length)
-    }
-
-    func request(_ method: String, _ path: String, body: [UInt8] = [], contentType: String? = nil) throws -> (status: Int, body: [UInt8]) {
-        try send(method, path, body: body, contentType: contentType)
-        let (status, length) = try readHead()
-        let n = length ?? 0
-        while buffer.count < n { try fill() }
-        let out = Array(buffer[..<n])
-        buffer.removeFirst(n)
-        return (status, out)
-    }
-
-    /// Reads a streamed body until `needle` has arrived, dropping what came before it.
-    func readUntil(_ needle: [UInt8]) throws {
-        while true {
-            if let i = index(of: needle) { buffer.removeFirst(i + needle.count); return }
-            if buffer.count > 1 << 20 { buffer.removeFirst(buffer.count - needle.count) }
-            try fill()
-        }
     }
 }

@@ -365,10 +365,8 @@ public actor PeerCoordinator {
                 authorization = nil
             }
             do {
-                let info = try await PeerInfoClient.get(host: s.host, port: s.port, path: "/", tls: s.tls ? tls : nil,
-                                                        authorization: authorization, loop: loop)
-                let dbs = try await PeerInfoClient.get(host: s.host, port: s.port, path: "/_all_dbs", tls: s.tls ? tls : nil,
-                                                       authorization: authorization, loop: loop)
+                let (info, dbs) = try await PeerInfoClient.identity(host: s.host, port: s.port, tls: s.tls ? tls : nil,
+                                                                    authorization: authorization)
                 statics[i].id = info.objectValue?["uuid"]?.stringValue
                 statics[i].databases = dbs.arrayValue?.compactMap(\.stringValue)
                 if statics[i].problem != nil { logger.info("static peer \(Self.redacted(s.url)) answers: \(statics[i].databases ?? [])") }

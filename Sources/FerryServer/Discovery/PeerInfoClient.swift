@@ -1,14 +1,13 @@
+import FerryHTTP
 import FerryNet
 import FerryStore
-import Foundation
-import Synchronization
 
-/// A one-request HTTP/1.1 client on Ferry's own transport (plain or TLS with the daemon's
-/// client settings): how the daemon asks a static peer which databases it serves
-/// (`GET /_all_dbs`) and who it is (`GET /`). Bodies are limited to 1 MiB.
+/// How the daemon asks a static peer which databases it serves (`GET /_all_dbs`) and who it is
+/// (`GET /`): JSON over Ferry's one HTTP client, plain or TLS with the daemon's client settings.
+/// Bodies are limited to 1 MiB.
 enum PeerInfoClient {
     enum Failure: Error, CustomStringConvertible {
-        case connect(NetError)
+        case connect(HTTPClientError)
         case status(Int)
         case malformed(String)
 
@@ -22,74 +21,33 @@ enum PeerInfoClient {
         }
     }
 
-    /// GETs `path` from `host`:`port` and parses the body as JSON.
-    static func get(host: String, port: Int, path: String, tls: TLSClientConfiguration?, authorization: String?,
-                    loop: EventLoop, timeout: Double = 10) async throws -> JSONValue {
-        let connection: TCPConnection
-        do { connection = try await TCPConnection.connect(host: host, port: port, on: loop, timeout: timeout) } catch {
-            throw Failure.connect(error)
-        }
-        var head = "GET \(path) HTTP/1.1\r\nHost: \(host.contains(":") ? "[\(host)]" : host):\(port)\r\nAccept: application/json\r\nConnection: close\r\n"
-        if let authorization { head += "Authorization: \(authorization)\r\n" }
-        let request = Array((head + "\r\n").utf8)
-        let collector = Collector()
-        let bytes: [UInt8] = try await withCheckedThrowingContinuation { c in
-            collector.continuation = c
-            let accepted = loop.execute {
-                do {
-                    if let tls { try connection.startTLS(try TLSContext(client: tls), serverName: host) }
-                } catch {
-                    collector.finish(.failure(Failure.connect((error as? NetError) ?? .closed)))
-                    connection.close()
-                    return
-                }
-                connection.start(handler: collector)
-                connection.write(request)
-                collector.timer = loop.schedule(after: timeout) { connection.abort(.timedOut) }
+    /// The answers' size limit.
+    static let limit = 1 << 20
+
+    /// `GET /` and `GET /_all_dbs` of `host`:`port`, on one kept-alive connection.
+    static func identity(host: String, port: Int, tls: TLSClientConfiguration?, authorization: String?,
+                         timeout: Double = 10) async throws -> (info: JSONValue, databases: JSONValue) {
+        var configuration = HTTPClient.Configuration()
+        if let tls { configuration.tls = tls }
+        configuration.connectTimeout = timeout
+        configuration.readTimeout = timeout
+        configuration.maxResponseSize = limit
+        configuration.maxRedirects = 0
+        configuration.maxConnectionsPerEndpoint = 1
+        let client = HTTPClient(configuration: configuration)
+        defer { client.closeIdleConnections() }
+        let endpoint = HTTPEndpoint(secure: tls != nil, host: host, port: port)
+        var headers: [(name: String, value: String)] = [("Accept", "application/json")]
+        if let authorization { headers.append(("Authorization", authorization)) }
+        func get(_ path: String) async throws -> JSONValue {
+            let response: HTTPClientResponse
+            do { response = try await client.execute(HTTPClientRequest(method: "GET", endpoint: endpoint, target: path, headers: headers)) } catch {
+                if case .malformedResponse(let e) = error { throw Failure.malformed(e.reason) }
+                throw Failure.connect(error)
             }
-            if !accepted { collector.finish(.failure(Failure.connect(.loopShutDown))) }
+            guard (200..<300).contains(response.status) else { throw Failure.status(response.status) }
+            do { return try JSONParser.parse(response.body, sizeLimit: limit) } catch { throw Failure.malformed("\(error)") }
         }
-        guard let split = Self.headEnd(bytes) else { throw Failure.malformed("no HTTP head") }
-        let headText = String(decoding: bytes[..<split], as: UTF8.self)
-        let parts = headText.split(separator: " ", maxSplits: 2)
-        guard parts.count >= 2, let status = Int(parts[1]) else { throw Failure.malformed("bad status line") }
-        guard (200..<300).contains(status) else { throw Failure.status(status) }
-        let body = Array(bytes[(split + 4)...])
-        do { return try JSONParser.parse(body, sizeLimit: Collector.limit) } catch { throw Failure.malformed("\(error)") }
-    }
-
-    private static func headEnd(_ b: [UInt8]) -> Int? {
-        guard b.count >= 4 else { return nil }
-        for i in 0...(b.count - 4) where b[i] == 13 && b[i + 1] == 10 && b[i + 2] == 13 && b[i + 3] == 10 { return i }
-        return nil
-    }
-
-    /// Collects the answer until the server closes.
-    ///
-    /// Safety of `@unchecked Sendable`: `received`, `timer` and `continuation` are touched on
-    /// the connection's loop only, after the continuation is set (before `execute`).
-    private final class Collector: ConnectionHandler, @unchecked Sendable {
-        static let limit = 1 << 20
-        var received: [UInt8] = []
-        var timer: TimerHandle?
-        var continuation: CheckedContinuation<[UInt8], Error>?
-
-        func finish(_ r: Result<[UInt8], Error>) {
-            continuation?.resume(with: r)
-            continuation = nil
-        }
-
-        func connectionRead(_ connection: TCPConnection, _ bytes: UnsafeMutableRawBufferPointer) {
-            received.append(contentsOf: bytes)
-            if received.count > Self.limit { connection.abort(nil); finish(.failure(Failure.malformed("over 1 MiB"))) }
-        }
-
-        func connectionWritabilityChanged(_ connection: TCPConnection, writable: Bool) {}
-        func connectionInputClosed(_ connection: TCPConnection) {}
-
-        func connectionClosed(_ connection: TCPConnection, error: NetError?) {
-            if let timer { connection.loop.cancel(timer) }
-            if let error, received.isEmpty { finish(.failure(Failure.connect(error))) } else { finish(.success(received)) }
-        }
+        return (try await get("/"), try await get("/_all_dbs"))
     }
 }
