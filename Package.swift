@@ -4,9 +4,8 @@ import PackageDescription
 /// Ferry: a peer-to-peer document replicator. One module per layer; each depends only on the
 /// layers below it (docs/architecture.md):
 /// - transport: system libraries (OpenSSL, zlib) → FerryNet (sockets, epoll, TLS, multicast
-///   UDP) → FerryWebSocket → FerryBLIP;
-/// - FerryHTTP (HTTP/1.1) on FerryNet: sans-I/O codecs for both directions, gzip, and the one
-///   HTTP client (pooled, TLS through FerryNet);
+///   UDP) → FerryHTTP (HTTP/1.1: sans-I/O codecs for both directions, gzip, the one HTTP
+///   client) → FerryWebSocket (its handshake speaks FerryHTTP's heads) → FerryBLIP;
 /// - a codec without dependencies: FerryDNS (DNS messages for Multicast DNS and DNS-SD);
 /// - discovery: FerryDiscovery (mDNS responder and browser) on FerryDNS and FerryNet;
 /// - storage: SQLite → FerryStore, which knows no transport;
@@ -60,7 +59,7 @@ let package = Package(
         .target(name: "FerryNet",
                 dependencies: ["CFerrySystem", "COpenSSL", .product(name: "Logging", package: "swift-log")]),
         .target(name: "FerryWebSocket",
-                dependencies: ["FerryNet", "CFerrySystem", "COpenSSL", "CZlib",
+                dependencies: ["FerryHTTP", "FerryNet", "CFerrySystem", "COpenSSL", "CZlib",
                                .product(name: "Logging", package: "swift-log")]),
         .target(name: "FerryBLIP",
                 dependencies: ["FerryWebSocket", "FerryNet", "CFerrySystem", "CZlib",

@@ -32,13 +32,14 @@ enum HTTPHeadReader {
         }
         let status = d0 * 100 + d1 * 10 + d2
         guard status >= 100 else { throw HTTPError(status: 502, reason: "malformed status line") }
+        let reason = line.count > 13 ? String(decoding: line.dropFirst(13), as: UTF8.self) : ""
         guard lines.count - 1 <= limits.maxHeaderCount else {
             throw HTTPError(status: 502, reason: "more than \(limits.maxHeaderCount) header fields")
         }
         var headers: [(name: String, value: String)] = []
         headers.reserveCapacity(lines.count - 1)
         for line in lines.dropFirst() { headers.append(try field(line)) }
-        return (HTTPResponseHead(status: status, headers: headers), minor)
+        return (HTTPResponseHead(status: status, headers: headers, reason: reason), minor)
     }
 
     /// The CRLF-separated lines of a head; a bare CR or LF is refused (RFC 9112 §2.2).

@@ -38,18 +38,30 @@ public struct HTTPRequestHead: Sendable, Equatable {
         headers.filter { $0.name.caseInsensitiveEquals(name) }.map(\.value)
     }
 
+    /// The comma-separated tokens of every `name` field, trimmed (`Connection: keep-alive, Upgrade`).
+    public func tokens(_ name: String) -> [String] { HTTPHeaders.tokens(of: values(of: name)) }
+
+    /// The fields as `HTTPHeaders`.
+    public var fields: HTTPHeaders { HTTPHeaders(headers.map { ($0.name, $0.value) }) }
+
+    /// The path part of the target, without the query.
+    public var path: String { String(target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? "") }
+
+    /// The query string after `?`, if any.
+    public var query: String? {
+        let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        return parts.count > 1 ? String(parts[1]) : nil
+    }
+
+    /// Parses one complete request head (without its final CRLF CRLF, as `HTTPHeadAccumulator`
+    /// returns it) by the decoder's rules; the error names the status to answer with.
+    public static func parse(_ head: ArraySlice<UInt8>, limits: HTTPLimits = HTTPLimits()) throws(HTTPError) -> HTTPRequestHead {
+        try HTTPHeadReader.parse(head, limits: limits)
+    }
+
     public static func == (a: HTTPRequestHead, b: HTTPRequestHead) -> Bool {
         a.method == b.method && a.target == b.target && a.minorVersion == b.minorVersion
             && a.headers.map(\.name) == b.headers.map(\.name) && a.headers.map(\.value) == b.headers.map(\.value)
             && a.keepAlive == b.keepAlive && a.expectsContinue == b.expectsContinue && a.body == b.body
-    }
-}
-
-extension String {
-    /// ASCII case-insensitive equality (header names and tokens are ASCII).
-    func caseInsensitiveEquals(_ other: String) -> Bool {
-        let a = utf8, b = other.utf8
-        guard a.count == b.count else { return false }
-        return zip(a, b).allSatisfy { x, y in x == y || (x | 0x20 == y | 0x20 && (x | 0x20) >= 0x61 && (x | 0x20) <= 0x7A) }
     }
 }

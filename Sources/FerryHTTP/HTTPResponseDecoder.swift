@@ -156,6 +156,18 @@ public struct HTTPResponseDecoder: Sendable {
 }
 
 extension HTTPResponseHead {
+    /// Parses one complete response head (without its final CRLF CRLF); the reason phrase is
+    /// kept in `reason`. Errors carry status 502 (the server's fault).
+    public static func parse(_ head: ArraySlice<UInt8>, limits: HTTPLimits = HTTPLimits()) throws(HTTPError) -> HTTPResponseHead {
+        try HTTPHeadReader.parseResponse(head, limits: limits).head
+    }
+
+    /// The comma-separated tokens of every `name` field, trimmed.
+    public func tokens(_ name: String) -> [String] { HTTPHeaders.tokens(of: values(of: name)) }
+
+    /// The fields as `HTTPHeaders`.
+    public var fields: HTTPHeaders { HTTPHeaders(headers.map { ($0.name, $0.value) }) }
+
     /// The first value of a header field, by case-insensitive name.
     public subscript(name: String) -> String? {
         headers.first { $0.name.caseInsensitiveEquals(name) }?.value

@@ -5,11 +5,15 @@ public struct HTTPResponseHead: Sendable, Equatable {
     /// Header fields in the order they are written. The encoder adds the framing field
     /// (`Content-Length` or `Transfer-Encoding: chunked`) itself.
     public var headers: [(name: String, value: String)]
+    /// The reason phrase as received (decoded responses); the encoder writes its own
+    /// (`reasonPhrase`).
+    public var reason: String
 
     /// A response head with `status` and `headers`.
-    public init(status: Int, headers: [(name: String, value: String)] = []) {
+    public init(status: Int, headers: [(name: String, value: String)] = [], reason: String = "") {
         self.status = status
         self.headers = headers
+        self.reason = reason
     }
 
     public static func == (a: HTTPResponseHead, b: HTTPResponseHead) -> Bool {
@@ -59,6 +63,7 @@ public enum HTTPResponseEncoder {
     public static func reasonPhrase(_ status: Int) -> String {
         switch status {
         case 100: "Continue"
+        case 101: "Switching Protocols"
         case 200: "OK"
         case 201: "Created"
         case 202: "Accepted"
@@ -78,6 +83,7 @@ public enum HTTPResponseEncoder {
         case 415: "Unsupported Media Type"
         case 416: "Range Not Satisfiable"
         case 417: "Expectation Failed"
+        case 426: "Upgrade Required"
         case 429: "Too Many Requests"
         case 431: "Request Header Fields Too Large"
         case 500: "Internal Server Error"

@@ -1,5 +1,13 @@
+import FerryHTTP
 /// Limits and timers of a WebSocket connection or server. A value type: copy and adjust.
 public struct WebSocketConfiguration: Sendable {
+    /// The head limits FerryHTTP's parser applies to the upgrade (`maxHeaderSize`).
+    var headLimits: HTTPLimits {
+        var l = HTTPLimits()
+        l.maxHeadSize = maxHeaderSize
+        return l
+    }
+
     /// The largest frame payload accepted; larger frames close with 1009. Default 16 MiB.
     public var maxFrameSize = 16 << 20
     /// The largest message (all fragments) accepted; larger ones close with 1009. Default 16 MiB.

@@ -150,13 +150,13 @@ import Testing
 
 /// Answers the upgrade, then ignores everything (no pongs): a dead peer for keep-alive tests.
 final class SilentUpgradePeer: ConnectionHandler {
-    var parser = HTTPHeadParser()
+    var parser = HTTPHeadAccumulator()
     var upgraded = false
     /// Stop reading from the socket once upgraded (a peer whose process froze).
     var stopReadingAfterUpgrade = false
     func connectionRead(_ tcp: TCPConnection, _ bytes: UnsafeMutableRawBufferPointer) {
         guard !upgraded, let (head, _) = try? parser.feed(UnsafeRawBufferPointer(bytes)),
-              let req = try? HTTPHeadParser.parseRequest(head), let offer = try? ServerHandshake.validate(req) else { return }
+              let req = try? ServerHandshake.parseRequest(head), let offer = try? ServerHandshake.validate(req) else { return }
         upgraded = true
         tcp.write(ServerHandshake.acceptResponse(acceptValue: offer.acceptValue, subprotocol: nil))
         if stopReadingAfterUpgrade { tcp.pauseReading() }

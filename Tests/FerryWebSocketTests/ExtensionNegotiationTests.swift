@@ -119,7 +119,7 @@ import Testing
     @Test func clientHandshakeFailsOnABadExtensionResponse() throws {
         let hs = ClientHandshake(permessageDeflate: PerMessageDeflateOptions(), key: "dGhlIHNhbXBsZSBub25jZQ==")
         let head = { (ext: String) in
-            try HTTPHeadParser.parseResponse(Array(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            try ClientHandshake.parseResponse(Array(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                 + "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\nSec-WebSocket-Extensions: \(ext)\r\n\r\n").utf8))
         }
         #expect(try hs.negotiatedDeflate(head("permessage-deflate; client_max_window_bits=9"))?.sendMaxWindowBits == 9)

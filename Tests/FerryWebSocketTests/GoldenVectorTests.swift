@@ -60,7 +60,7 @@ import Testing
         let expected = try #require(goldenVectors["handshake-request-chat"])
         #expect(hs.request(hostHeader: "server.example.com", target: "/chat") == expected)
         // And the server accepts exactly those bytes, offering both subprotocols in order.
-        let req = try HTTPHeadParser.parseRequest(expected)
+        let req = try ServerHandshake.parseRequest(expected)
         let offer = try ServerHandshake.validate(req)
         #expect(offer.subprotocols == ["chat", "superchat"])
         #expect(offer.acceptValue == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
@@ -70,7 +70,7 @@ import Testing
         let expected = try #require(goldenVectors["handshake-response-chat"])
         #expect(ServerHandshake.acceptResponse(acceptValue: "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=", subprotocol: "chat") == expected)
         let hs = ClientHandshake(subprotocols: ["chat", "superchat"], key: "dGhlIHNhbXBsZSBub25jZQ==")
-        #expect(try hs.validate(HTTPHeadParser.parseResponse(expected)) == "chat")
+        #expect(try hs.validate(ClientHandshake.parseResponse(expected)) == "chat")
     }
 
     // MARK: permessage-deflate (RFC 7692 §7.2.3)
@@ -157,17 +157,17 @@ import Testing
         let hs = ClientHandshake(permessageDeflate: PerMessageDeflateOptions(), key: "dGhlIHNhbXBsZSBub25jZQ==")
         let request = try #require(goldenVectors["handshake-request-deflate"])
         #expect(hs.request(hostHeader: "server.example.com", target: "/chat") == request)
-        let offer = try ServerHandshake.validate(HTTPHeadParser.parseRequest(request))
+        let offer = try ServerHandshake.validate(ServerHandshake.parseRequest(request))
         var serverOptions = PerMessageDeflateOptions(serverNoContextTakeover: true)
         serverOptions.clientMaxWindowBits = 10
         let accepted = try #require(PerMessageDeflateNegotiation.serverAccept(offers: offer.extensions, options: serverOptions))
         let response = try #require(goldenVectors["handshake-response-deflate"])
         #expect(ServerHandshake.acceptResponse(acceptValue: offer.acceptValue, subprotocol: nil, extensions: accepted.header) == response)
         #expect(accepted.agreement.sendNoContextTakeover && accepted.agreement.receiveMaxWindowBits == 10)
-        let client = try #require(try hs.negotiatedDeflate(HTTPHeadParser.parseResponse(response)))
+        let client = try #require(try hs.negotiatedDeflate(ClientHandshake.parseResponse(response)))
         #expect(client.receiveNoContextTakeover && !client.sendNoContextTakeover)
         #expect(client.sendMaxWindowBits == 10 && client.receiveMaxWindowBits == 15)
-        #expect(try hs.validate(HTTPHeadParser.parseResponse(response)) == nil)
+        #expect(try hs.validate(ClientHandshake.parseResponse(response)) == nil)
     }
 
     @Test func stateMachineWritesServerFramesLikeTheVectors() throws {

@@ -88,13 +88,13 @@ final class RawClient {
     func upgrade(path: String = "/", deflate: PerMessageDeflateOptions? = nil) throws -> [UInt8] {
         let hs = ClientHandshake(permessageDeflate: deflate)
         send(hs.request(hostHeader: "127.0.0.1", target: path))
-        var parser = HTTPHeadParser()
+        var parser = HTTPHeadAccumulator()
         var buf = [UInt8](repeating: 0, count: 4096)
         while true {
             let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n <= 0 { throw WebSocketError.invalidUpgradeResponse("closed") }
             if let (head, rest) = try buf.withUnsafeBytes({ try parser.feed(UnsafeRawBufferPointer(rebasing: $0[..<n])) }) {
-                _ = try hs.validate(try HTTPHeadParser.parseResponse(head))
+                _ = try hs.validate(try ClientHandshake.parseResponse(head))
                 return rest
             }
         }

@@ -1,7 +1,7 @@
 @_spi(Fuzzing) import FerryWebSocket
 import FuzzSupport
 
-// Feeds arbitrary bytes to the HTTP head parser (in two pieces) and, when a head comes out,
+// Feeds arbitrary bytes to FerryHTTP's head accumulator (in two pieces) and, when a head comes out,
 // to the request and response parsers and the server/client handshake validators, including
 // permessage-deflate negotiation on both sides. The whole input is also parsed as a
 // Sec-WebSocket-Extensions value.
@@ -10,18 +10,18 @@ func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let split = Int(data[0]) % max(1, size)
     let body = UnsafeRawBufferPointer(start: data + 1, count: size - 1)
     ExtensionProbe.check([String(decoding: body, as: UTF8.self)])
-    var parser = HTTPHeadParser(maxSize: 4096)
+    var parser = HTTPHeadAccumulator(maxSize: 4096)
     let cut = min(split, body.count)
-    var head: [UInt8]?
+    var head: ArraySlice<UInt8>?
     for part in [UnsafeRawBufferPointer(rebasing: body[..<cut]), UnsafeRawBufferPointer(rebasing: body[cut...])] {
         guard head == nil else { break }
         do { head = try parser.feed(part)?.head } catch { return 0 }
     }
     guard let head else { return 0 }
-    if let req = try? HTTPHeadParser.parseRequest(head) {
+    if let req = try? ServerHandshake.parseRequest(head) {
         _ = try? ServerHandshake.validate(req)
         _ = UpgradeRequestProbe.negotiate(req)
-        let offers = req.headers.values("Sec-WebSocket-Extensions")
+        let offers = req.values(of: "Sec-WebSocket-Extensions")
         ExtensionProbe.check(offers)
         for options in ExtensionProbe.options {
             guard let accepted = PerMessageDeflateNegotiation.serverAccept(offers: offers, options: options) else { continue }
@@ -32,7 +32,7 @@ func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
                          "server answer does not validate: \(accepted.header)")
         }
     }
-    if let resp = try? HTTPHeadParser.parseResponse(head) {
+    if let resp = try? ClientHandshake.parseResponse(head) {
         _ = try? ClientHandshake(subprotocols: ["BLIP_3+CBMobile_3"], key: "dGhlIHNhbXBsZSBub25jZQ==").validate(resp)
         for options in ExtensionProbe.options {
             let hs = ClientHandshake(permessageDeflate: options, key: "dGhlIHNhbXBsZSBub25jZQ==")

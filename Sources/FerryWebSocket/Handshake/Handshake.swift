@@ -1,5 +1,6 @@
 import COpenSSL
 import CFerrySystem
+import FerryHTTP
 import Foundation
 
 /// Shared pieces of the RFC 6455 opening handshake.
@@ -25,31 +26,16 @@ public enum Handshake {
         return Data(bytes).base64EncodedString()
     }
 
-    static func reasonPhrase(_ status: Int) -> String {
-        switch status {
-        case 101: return "Switching Protocols"
-        case 400: return "Bad Request"
-        case 401: return "Unauthorized"
-        case 403: return "Forbidden"
-        case 404: return "Not Found"
-        case 405: return "Method Not Allowed"
-        case 408: return "Request Timeout"
-        case 426: return "Upgrade Required"
-        case 429: return "Too Many Requests"
-        case 431: return "Request Header Fields Too Large"
-        case 500: return "Internal Server Error"
-        case 503: return "Service Unavailable"
-        default: return "Error"
-        }
+    /// A head's bytes without their final CRLF CRLF, if they carry one.
+    static func withoutTerminator(_ head: some Collection<UInt8>) -> ArraySlice<UInt8> {
+        let bytes = Array(head)[...]
+        return bytes.suffix(4).elementsEqual([13, 10, 13, 10]) ? bytes.dropLast(4) : bytes
     }
 
     /// A complete HTTP error response with a plain-text body and `Connection: close`.
     public static func errorResponse(status: Int, message: String, headers: HTTPHeaders = HTTPHeaders()) -> [UInt8] {
-        let body = message + "\n"
-        var s = "HTTP/1.1 \(status) \(reasonPhrase(status))\r\n"
-        for h in headers { s += "\(h.name): \(h.value)\r\n" }
-        s += "Content-Type: text/plain; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
-        return Array((s + body).utf8)
+        let fields = headers.pairs + [("Content-Type", "text/plain; charset=utf-8"), ("Connection", "close")]
+        return HTTPResponseEncoder.encode(HTTPResponseHead(status: status, headers: fields), body: Array((message + "\n").utf8))
     }
 }
 
@@ -65,40 +51,44 @@ public enum Handshake {
         public var extensions: [String]
     }
 
+    /// Parses a request head (its final CRLF CRLF optional) with FerryHTTP's parser; a broken
+    /// one is `.badHandshake` with the status to answer.
+    public static func parseRequest(_ head: some Collection<UInt8>, limits: HTTPLimits = HTTPLimits()) throws(WebSocketError) -> HTTPRequestHead {
+        do { return try HTTPRequestHead.parse(Handshake.withoutTerminator(head), limits: limits) } catch {
+            throw .badHandshake(status: error.status, reason: error.reason)
+        }
+    }
+
     /// Validates an upgrade request. Throws `.badHandshake` with the HTTP status to answer.
     public static func validate(_ req: HTTPRequestHead) throws(WebSocketError) -> Offer {
         guard req.method == "GET" else { throw .badHandshake(status: 405, reason: "method \(req.method) is not GET") }
-        guard req.version.hasPrefix("HTTP/1."), req.version != "HTTP/1.0" else {
-            throw .badHandshake(status: 400, reason: "HTTP/1.1 or later is required")
-        }
-        guard req.headers["Host"] != nil else { throw .badHandshake(status: 400, reason: "missing Host header") }
-        guard req.headers.tokens("Upgrade").contains(where: { $0.caseInsensitiveEquals("websocket") }) else {
+        guard req.minorVersion >= 1 else { throw .badHandshake(status: 400, reason: "HTTP/1.1 or later is required") }
+        guard req["Host"] != nil else { throw .badHandshake(status: 400, reason: "missing Host header") }
+        guard req.tokens("Upgrade").contains(where: { $0.caseInsensitiveEquals("websocket") }) else {
             throw .badHandshake(status: 426, reason: "this endpoint speaks WebSocket only (Upgrade: websocket required)")
         }
-        guard req.headers.tokens("Connection").contains(where: { $0.caseInsensitiveEquals("upgrade") }) else {
+        guard req.tokens("Connection").contains(where: { $0.caseInsensitiveEquals("upgrade") }) else {
             throw .badHandshake(status: 400, reason: "Connection header must contain Upgrade")
         }
-        guard req.headers.values("Sec-WebSocket-Version").count == 1, req.headers["Sec-WebSocket-Version"] == "13" else {
+        guard req.values(of: "Sec-WebSocket-Version").count == 1, req["Sec-WebSocket-Version"] == "13" else {
             throw .badHandshake(status: 426, reason: "unsupported Sec-WebSocket-Version (13 required)")
         }
-        let keys = req.headers.values("Sec-WebSocket-Key")
+        let keys = req.values(of: "Sec-WebSocket-Key")
         guard keys.count == 1, let decoded = Data(base64Encoded: keys[0]), decoded.count == 16 else {
             throw .badHandshake(status: 400, reason: "Sec-WebSocket-Key must be 16 bytes in base64")
         }
         return Offer(acceptValue: Handshake.acceptValue(forKey: keys[0]),
-                     subprotocols: req.headers.tokens("Sec-WebSocket-Protocol"),
-                     extensions: req.headers.values("Sec-WebSocket-Extensions"))
+                     subprotocols: req.tokens("Sec-WebSocket-Protocol"),
+                     extensions: req.values(of: "Sec-WebSocket-Extensions"))
     }
 
     /// The `101 Switching Protocols` answer.
     public static func acceptResponse(acceptValue: String, subprotocol: String?, extensions: String? = nil,
                                       headers: HTTPHeaders = HTTPHeaders()) -> [UInt8] {
-        var s = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: \(acceptValue)\r\n"
-        if let p = subprotocol { s += "Sec-WebSocket-Protocol: \(p)\r\n" }
-        if let e = extensions { s += "Sec-WebSocket-Extensions: \(e)\r\n" }
-        for h in headers { s += "\(h.name): \(h.value)\r\n" }
-        s += "\r\n"
-        return Array(s.utf8)
+        var fields: [(name: String, value: String)] = [("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Accept", acceptValue)]
+        if let p = subprotocol { fields.append(("Sec-WebSocket-Protocol", p)) }
+        if let e = extensions { fields.append(("Sec-WebSocket-Extensions", e)) }
+        return HTTPResponseEncoder.encode(HTTPResponseHead(status: 101, headers: fields + headers.pairs))
     }
 }
 
@@ -119,31 +109,37 @@ public enum Handshake {
 
     /// The request bytes. `hostHeader` is `host[:port]`.
     public func request(hostHeader: String, target: String, headers: HTTPHeaders = HTTPHeaders()) -> [UInt8] {
-        var s = "GET \(target) HTTP/1.1\r\nHost: \(hostHeader)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        s += "Sec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
-        if !subprotocols.isEmpty { s += "Sec-WebSocket-Protocol: \(subprotocols.joined(separator: ","))\r\n" }
-        if let d = permessageDeflate { s += "Sec-WebSocket-Extensions: \(PerMessageDeflateNegotiation.clientOffer(d))\r\n" }
-        for h in headers { s += "\(h.name): \(h.value)\r\n" }
-        s += "\r\n"
-        return Array(s.utf8)
+        var fields: [(name: String, value: String)] = [("Host", hostHeader), ("Upgrade", "websocket"), ("Connection", "Upgrade"),
+                                                       ("Sec-WebSocket-Key", key), ("Sec-WebSocket-Version", "13")]
+        if !subprotocols.isEmpty { fields.append(("Sec-WebSocket-Protocol", subprotocols.joined(separator: ","))) }
+        if let d = permessageDeflate { fields.append(("Sec-WebSocket-Extensions", PerMessageDeflateNegotiation.clientOffer(d))) }
+        return HTTPRequestEncoder.encode(method: "GET", target: target, headers: fields + headers.pairs)
+    }
+
+    /// Parses a response head (its final CRLF CRLF optional) with FerryHTTP's parser; a broken
+    /// one is `.invalidUpgradeResponse`.
+    public static func parseResponse(_ head: some Collection<UInt8>, limits: HTTPLimits = HTTPLimits()) throws(WebSocketError) -> HTTPResponseHead {
+        do { return try HTTPResponseHead.parse(Handshake.withoutTerminator(head), limits: limits) } catch {
+            throw .invalidUpgradeResponse(error.reason)
+        }
     }
 
     /// Checks the server's answer; returns the subprotocol it chose (nil if none).
     public func validate(_ response: HTTPResponseHead) throws(WebSocketError) -> String? {
         guard response.status == 101 else {
-            throw .upgradeRejected(status: response.status, reason: response.reason, headers: response.headers.fields)
+            throw .upgradeRejected(status: response.status, reason: response.reason, headers: response.fields.fields)
         }
-        guard response.headers.tokens("Upgrade").contains(where: { $0.caseInsensitiveEquals("websocket") }) else {
+        guard response.tokens("Upgrade").contains(where: { $0.caseInsensitiveEquals("websocket") }) else {
             throw .invalidUpgradeResponse("missing Upgrade: websocket")
         }
-        guard response.headers.tokens("Connection").contains(where: { $0.caseInsensitiveEquals("upgrade") }) else {
+        guard response.tokens("Connection").contains(where: { $0.caseInsensitiveEquals("upgrade") }) else {
             throw .invalidUpgradeResponse("missing Connection: Upgrade")
         }
-        guard response.headers["Sec-WebSocket-Accept"] == Handshake.acceptValue(forKey: key) else {
+        guard response["Sec-WebSocket-Accept"] == Handshake.acceptValue(forKey: key) else {
             throw .invalidUpgradeResponse("wrong Sec-WebSocket-Accept")
         }
         _ = try negotiatedDeflate(response)
-        let chosen = response.headers.values("Sec-WebSocket-Protocol")
+        let chosen = response.values(of: "Sec-WebSocket-Protocol")
         if chosen.isEmpty { return nil }
         guard chosen.count == 1, subprotocols.contains(chosen[0]) else {
             throw .invalidUpgradeResponse("server chose subprotocol \(chosen.joined(separator: ",")) that was not offered")
@@ -155,7 +151,7 @@ public enum Handshake {
     /// the server declined; throws `.invalidUpgradeResponse` for an extension response the
     /// client must fail the connection on (not offered, malformed, bad or duplicate parameters).
     public func negotiatedDeflate(_ response: HTTPResponseHead) throws(WebSocketError) -> PerMessageDeflateAgreement? {
-        let fields = response.headers.values("Sec-WebSocket-Extensions")
+        let fields = response.values(of: "Sec-WebSocket-Extensions")
         if fields.isEmpty { return nil }
         do {
             return try PerMessageDeflateNegotiation.clientAccept(response: fields, offered: permessageDeflate)

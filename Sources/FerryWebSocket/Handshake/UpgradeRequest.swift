@@ -1,3 +1,7 @@
+// The handshake's head and field types are FerryHTTP's (one set for every HTTP Ferry speaks);
+// they are part of this module's API (`UpgradeRequest.head`, `UpgradeDecision`'s headers), so
+// a user of the WebSocket layer gets them with it.
+@_exported import FerryHTTP
 import FerryNet
 
 /// What a server's upgrade hook sees: the request, the offered subprotocols, the peer.
@@ -17,7 +21,7 @@ public struct UpgradeRequest: Sendable {
     /// The request path, without the query.
     public var path: String { head.path }
     /// The request headers.
-    public var headers: HTTPHeaders { head.headers }
+    public var headers: HTTPHeaders { head.fields }
 
     /// The first client-offered subprotocol that is in `supported` (client preference wins,
     /// as Couchbase's go-blip and most servers choose).

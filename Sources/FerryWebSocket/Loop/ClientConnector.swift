@@ -1,3 +1,4 @@
+import FerryHTTP
 import FerryNet
 
 /// Opens client WebSocket connections at loop level: TCP connect, upgrade request, response
@@ -72,7 +73,7 @@ final class ClientUpgrader: ConnectionHandler {
     private let configuration: WebSocketConfiguration
     private let handler: WebSocketHandler
     private var completion: (@Sendable (Result<WebSocketConnection, WebSocketError>) -> Void)?
-    private var parser: HTTPHeadParser
+    private var accumulator: HTTPHeadAccumulator
     private var timer: TimerHandle?
     private var failure: WebSocketError?
 
@@ -83,7 +84,7 @@ final class ClientUpgrader: ConnectionHandler {
         self.handler = handler
         self.completion = completion
         handshake = ClientHandshake(subprotocols: configuration.subprotocols, permessageDeflate: configuration.permessageDeflate)
-        parser = HTTPHeadParser(maxSize: configuration.maxHeaderSize)
+        accumulator = HTTPHeadAccumulator(maxSize: configuration.maxHeaderSize)
     }
 
     func start(_ tcp: TCPConnection) {
@@ -104,9 +105,13 @@ final class ClientUpgrader: ConnectionHandler {
 
     func connectionRead(_ tcp: TCPConnection, _ bytes: UnsafeMutableRawBufferPointer) {
         guard completion != nil else { return }
-        do {
-            guard let (head, rest) = try parser.feed(UnsafeRawBufferPointer(bytes)) else { return }
-            let response = try HTTPHeadParser.parseResponse(head)
+        do throws(WebSocketError) {
+            let parsed: (head: ArraySlice<UInt8>, rest: [UInt8])?
+            do { parsed = try accumulator.feed(UnsafeRawBufferPointer(bytes)) } catch {
+                throw WebSocketError.headerTooLarge(limit: configuration.maxHeaderSize)
+            }
+            guard let (head, rest) = parsed else { return }
+            let response = try ClientHandshake.parseResponse(head, limits: configuration.headLimits)
             let subprotocol = try handshake.validate(response)
             let deflate = try handshake.negotiatedDeflate(response)
             if let t = timer { tcp.loop.cancel(t); timer = nil }

@@ -1,10 +1,11 @@
+import FerryHTTP
 import FerryNet
 import Logging
 
 /// Reads and answers the HTTP upgrade on a freshly accepted connection, then hands it to a
 /// `WebSocketConnection`. Loop-confined.
 final class ServerUpgrader: ConnectionHandler {
-    private var parser: HTTPHeadParser
+    private var accumulator: HTTPHeadAccumulator
     private let configuration: WebSocketConfiguration
     private let hook: (UpgradeRequest) -> UpgradeDecision
     private let onFinish: () -> Void
@@ -26,7 +27,7 @@ final class ServerUpgrader: ConnectionHandler {
         self.hook = hook
         self.onFinish = onFinish
         self.logger = logger
-        parser = HTTPHeadParser(maxSize: configuration.maxHeaderSize)
+        accumulator = HTTPHeadAccumulator(maxSize: configuration.maxHeaderSize)
     }
 
     func start(_ tcp: TCPConnection) {
@@ -68,11 +69,11 @@ final class ServerUpgrader: ConnectionHandler {
             early += UnsafeRawBufferPointer(bytes)
             return
         }
-        let parsed: (head: [UInt8], rest: [UInt8])?
+        let parsed: (head: ArraySlice<UInt8>, rest: [UInt8])?
         do {
-            parsed = try parser.feed(UnsafeRawBufferPointer(bytes))
+            parsed = try accumulator.feed(UnsafeRawBufferPointer(bytes))
         } catch {
-            refuse(tcp, status: 431, message: "\(error)")
+            refuse(tcp, status: 431, message: "\(WebSocketError.headerTooLarge(limit: configuration.maxHeaderSize))")
             return
         }
         guard let (head, rest) = parsed else { return }
@@ -81,13 +82,13 @@ final class ServerUpgrader: ConnectionHandler {
             // again from its first byte, with its own decoder and limits.
             done = true
             if let t = timer { tcp.loop.cancel(t); timer = nil }
-            plainHTTP(HandedOffConnection(tcp: tcp, bytes: head + rest, finished: onFinish))
+            plainHTTP(HandedOffConnection(tcp: tcp, bytes: Array(head) + [13, 10, 13, 10] + rest, finished: onFinish))
             return
         }
         let request: HTTPRequestHead
         let offer: ServerHandshake.Offer
-        do {
-            request = try HTTPHeadParser.parseRequest(head)
+        do throws(WebSocketError) {
+            request = try ServerHandshake.parseRequest(head, limits: configuration.headLimits)
             offer = try ServerHandshake.validate(request)
         } catch {
             var status = 400, headers = HTTPHeaders()
@@ -153,12 +154,12 @@ final class ServerUpgrader: ConnectionHandler {
 
     /// Whether a head carries an `Upgrade` field (any value: a bad upgrade is the WebSocket
     /// side's to refuse, with its own status).
-    static func asksForUpgrade(_ head: [UInt8]) -> Bool {
+    static func asksForUpgrade(_ head: ArraySlice<UInt8>) -> Bool {
         // Field names are matched at line starts, case-insensitively, without a full parse.
         let name = Array("\r\nupgrade:".utf8)
         guard head.count > name.count else { return false }
-        var i = 0
-        while i + name.count <= head.count {
+        var i = head.startIndex
+        while i + name.count <= head.endIndex {
             var j = 0
             while j < name.count {
                 var b = head[i + j]
