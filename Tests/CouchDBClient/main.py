@@ -16,6 +16,7 @@ import filters
 import pull
 import push
 import restart
+import openrevs
 import resume
 import speed
 import tls
@@ -24,7 +25,7 @@ from harness import ControlLocal, CouchDB, FerryLocal
 from report import Report
 from snapshot import Snapshot
 
-SCENARIOS = ("pull", "push", "checkpoint", "auth", "filters", "resume", "continuous", "restart", "tls", "bridge", "speed")
+SCENARIOS = ("pull", "push", "checkpoint", "auth", "filters", "resume", "continuous", "restart", "tls", "bridge", "openrevs", "speed")
 
 
 def guarded(report, name, fn, *args):
@@ -103,6 +104,8 @@ def main():
             guarded(report, "[tls]", tls.run, report, couch, couchdb, local, a.control, a.tmp)
         if "bridge" in only:
             guarded(report, "[bridge]", bridge.run, report, couch, local, a.control, a.bin, a.tmp)
+        if "openrevs" in only:
+            guarded(report, "[openrevs]", openrevs.run, report, couch, local, a.control, a.seed)
         if "speed" in only:
             guarded(report, "[speed]", speed.run, report, couch, local, a.control, a.speed_docs or (2000 if a.quick else 10000),
                     a.speed_rounds or 3, a.seed)

@@ -6,7 +6,8 @@ what a pull asked for —
 - the `since` of every `_changes` request (query string or JSON body);
 and can slow bodies to `rate` bytes per second (both ways) so a kill or a restart lands
 mid-replication whatever the client's speed. When the upstream is down it drops the client's
-connection without an answer, as a CouchDB that went away does.
+connection without an answer, as a CouchDB that went away does. `refuse` names endpoints
+(`_bulk_get`) it answers itself with CouchDB 1.x's 404 `not_found`, as a server without them.
 
 A plain threading server (HTTP/1.1, keep-alive); answers of unknown length (a `_changes` feed)
 are passed on chunked, as they arrive."""
@@ -41,8 +42,8 @@ class Counters:
 
 
 class Proxy:
-    def __init__(self, upstream_port, rate=None):
-        self.upstream_port, self.rate, self.counters = upstream_port, rate, Counters()
+    def __init__(self, upstream_port, rate=None, refuse=()):
+        self.upstream_port, self.rate, self.counters, self.refuse = upstream_port, rate, Counters(), set(refuse)
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -99,6 +100,16 @@ class Proxy:
             def _forward(self):
                 body = self._body()
                 self._count(body)
+                parts = [p for p in urlsplit(self.path).path.split("/") if p]
+                if len(parts) >= 2 and parts[1] in proxy.refuse:
+                    answer = json.dumps({"error": "not_found", "reason": "missing"}).encode()
+                    self.send_response_only(404, "Object Not Found")
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(answer)))
+                    self.end_headers()
+                    self.wfile.write(answer)
+                    self.wfile.flush()
+                    return
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP and k.lower() != "content-length"}
                 headers["Host"] = f"127.0.0.1:{proxy.upstream_port}"
                 if body or self.command in ("POST", "PUT"):

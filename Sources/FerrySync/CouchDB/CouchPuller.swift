@@ -189,11 +189,9 @@ struct CouchPuller: Sendable {
                 let docs = requests[next]
                 next += 1
                 group.addTask {
-                    do throws(ReplicationError) {
-                        let json = try await remote.expect("POST", "_bulk_get?revs=true&attachments=true&latest=true",
-                                                           json: .object(["docs": .array(docs)]))
-                        return .success(json.objectValue?["results"]?.arrayValue ?? [])
-                    } catch { return .failure(error) }
+                    do throws(ReplicationError) { return .success(try await Self.bulkGet(docs, from: remote)) } catch {
+                        return .failure(error)
+                    }
                 }
             }
             while next < min(width, requests.count) { add() }
@@ -226,6 +224,53 @@ struct CouchPuller: Sendable {
             }
         }
         return (docs, failures)
+    }
+
+    /// `_bulk_get` of `docs` (`[{"id","rev","atts_since"}]`), its `results` rows. A server
+    /// without `_bulk_get` (CouchDB 1.x, some PouchDB servers: 400, 404, 405 or 501) is asked
+    /// document by document with `GET /db/id?open_revs=[…]` instead, from then on, its answers
+    /// put in the same shape (RP "Fetch Changed Documents").
+    static func bulkGet(_ docs: [JSONValue], from remote: CouchRemote) async throws(ReplicationError) -> [JSONValue] {
+        if !remote.lacksBulkGet {
+            let a = try await remote.request("POST", "_bulk_get?revs=true&attachments=true&latest=true", json: .object(["docs": .array(docs)]))
+            if (200..<300).contains(a.status) { return a.json.objectValue?["results"]?.arrayValue ?? [] }
+            guard [400, 404, 405, 501].contains(a.status) else { throw CouchRemote.failure(a, "POST _bulk_get") }
+            remote.noteLacksBulkGet()
+        }
+        // One GET per document, all its wanted revisions at once.
+        var order: [String] = []
+        var wanted: [String: (revs: [String], attsSince: [JSONValue])] = [:]
+        for d in docs {
+            guard let o = d.objectValue, let id = o["id"]?.stringValue, let rev = o["rev"]?.stringValue else { continue }
+            if wanted[id] == nil { order.append(id) }
+            wanted[id, default: ([], o["atts_since"]?.arrayValue ?? [])].revs.append(rev)
+        }
+        var rows: [JSONValue] = []
+        for id in order {
+            guard let w = wanted[id] else { continue }
+            var query = "revs=true&latest=true&attachments=true&open_revs="
+                + CouchRemote.encode(String(decoding: CanonicalJSON.encode(.array(w.revs.map { .string($0) })), as: UTF8.self))
+            if !w.attsSince.isEmpty {
+                query += "&atts_since=" + CouchRemote.encode(String(decoding: CanonicalJSON.encode(.array(w.attsSince)), as: UTF8.self))
+            }
+            let a = try await remote.request("GET", CouchRemote.encodeDocumentID(id) + "?" + query)
+            guard (200..<300).contains(a.status), let answers = a.json.arrayValue else {
+                guard a.status == 404 else { throw CouchRemote.failure(a, "GET \(id)?open_revs") }
+                rows.append(.object(["id": .string(id), "docs": .array(w.revs.map { rev in
+                    .object(["error": .object(["id": .string(id), "rev": .string(rev), "error": "not_found", "reason": .string(a.reason)])])
+                })]))
+                continue
+            }
+            // `{"ok": doc}` as _bulk_get has it; `{"missing": rev}` as its error.
+            let converted: [JSONValue] = answers.map { item in
+                if let missing = item.objectValue?["missing"]?.stringValue {
+                    return .object(["error": .object(["id": .string(id), "rev": .string(missing), "error": "not_found", "reason": "missing"])])
+                }
+                return item
+            }
+            rows.append(.object(["id": .string(id), "docs": .array(converted)]))
+        }
+        return rows
     }
 
     /// Inserts the fetched revisions in one transaction; returns how many were stored.

@@ -20,6 +20,14 @@ final class CouchRemote: Sendable {
     private let cookie = Mutex<String?>(nil)
     /// Set when the server has no `_session` (Basic is sent instead).
     private let basicOnly = Mutex(false)
+    /// Set when the server has no `_bulk_get` (documents are read with `open_revs` instead).
+    private let noBulkGet = Mutex(false)
+
+    /// Whether the server was found to lack `_bulk_get`.
+    var lacksBulkGet: Bool { noBulkGet.withLock { $0 } }
+
+    /// Records that the server lacks `_bulk_get`.
+    func noteLacksBulkGet() { noBulkGet.withLock { $0 = true } }
 
     /// The remote database at `url` (`http(s)://[user:password@]host:port/db`).
     init(url: String, client: HTTPClient, authenticator: ReplicatorConfiguration.Authenticator?,
