@@ -78,6 +78,12 @@ struct HTTPMessageReader: Sendable {
         }
     }
 
+    /// The bytes not consumed yet, handed over (the connection changes protocol).
+    mutating func takeUnread() -> [UInt8] {
+        defer { reset() }
+        return Array(buffer[start...])
+    }
+
     /// Forgets everything (after a failure).
     mutating func reset() {
         buffer = []

@@ -23,6 +23,10 @@ public struct HTTPRequestDecoder: Sendable {
     public let limits: HTTPLimits
     private var reader: HTTPMessageReader
     private var failed = false
+    /// After a request asking to switch protocols (`Upgrade` with `Connection: upgrade`, no
+    /// body): the bytes after it may be another protocol's, so they wait, unparsed, for the
+    /// caller's `takeUnread` (upgrade accepted) or `declineUpgrade` (it goes on as HTTP).
+    public private(set) var awaitsUpgradeDecision = false
 
     /// A decoder with these limits.
     public init(limits: HTTPLimits = HTTPLimits()) {
@@ -32,15 +36,31 @@ public struct HTTPRequestDecoder: Sendable {
 
     /// Whether the decoder is between requests with nothing buffered (a connection may be
     /// closed for idleness only then).
-    public var isIdle: Bool { !failed && reader.isIdle }
+    public var isIdle: Bool { !failed && !awaitsUpgradeDecision && reader.isIdle }
+
+    /// The upgrade was accepted: the bytes after the upgrade request, which belong to the new
+    /// protocol. The decoder reads nothing more.
+    public mutating func takeUnread() -> [UInt8] {
+        failed = true
+        awaitsUpgradeDecision = false
+        return reader.takeUnread()
+    }
+
+    /// The upgrade was declined (RFC 9110 §7.8 lets a server ignore `Upgrade`): the connection
+    /// goes on as HTTP, and the requests already buffered after it are decoded now.
+    public mutating func declineUpgrade() throws(HTTPError) -> [Event] {
+        awaitsUpgradeDecision = false
+        return try feed([UInt8]())
+    }
 
     /// Takes the next bytes from the connection; returns the events they complete.
     public mutating func feed(_ bytes: some Collection<UInt8>) throws(HTTPError) -> [Event] {
         guard !failed else { throw HTTPError.malformed("the connection already failed") }
         reader.append(bytes)
         var events: [Event] = []
+        guard !awaitsUpgradeDecision else { return events }
         do throws(HTTPError) {
-            while try step(&events) {}
+            while !awaitsUpgradeDecision, try step(&events) {}
         } catch {
             failed = true
             reader.reset()
@@ -63,7 +83,12 @@ public struct HTTPRequestDecoder: Sendable {
             case .chunked: framing = .chunked
             }
             reader.beginBody(framing)
-            if !HTTPMessageReader.hasBody(framing) { events.append(.end) }
+            if !HTTPMessageReader.hasBody(framing) {
+                events.append(.end)
+                if head["Upgrade"] != nil, head.tokens("Connection").contains(where: { $0.caseInsensitiveEquals("upgrade") }) {
+                    awaitsUpgradeDecision = true
+                }
+            }
             return true
         }
         switch try reader.stepBody() {

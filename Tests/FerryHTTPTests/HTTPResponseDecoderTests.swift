@@ -104,3 +104,33 @@ struct HTTPResponseDecoderTests {
         #expect(throws: Gzip.Failure.malformed) { _ = try Gzip.decode(packed.dropLast(4), limit: text.count) }
     }
 }
+
+@Suite("HTTP request decoding: switching protocols")
+struct HTTPUpgradeDecodingTests {
+    static let upgrade = "GET /db/_blipsync HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+
+    @Test func bytesAfterAnUpgradeRequestWaitForTheDecision() throws {
+        var d = HTTPRequestDecoder()
+        let events = try d.feed(Array((Self.upgrade + "\u{81}\u{05}frame").utf8))
+        #expect(events.count == 2, "the head and its end; the frame bytes are not parsed as HTTP")
+        #expect(d.awaitsUpgradeDecision && !d.isIdle)
+        #expect(try d.feed(Array("more".utf8)).isEmpty)
+        #expect(d.takeUnread() == Array("\u{81}\u{05}framemore".utf8))
+    }
+
+    @Test func aDeclinedUpgradeGoesOnAsHTTP() throws {
+        var d = HTTPRequestDecoder()
+        let h2c = "GET / HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\n\r\n"
+        let events = try d.feed(Array((h2c + "GET /next HTTP/1.1\r\nHost: x\r\n\r\n").utf8))
+        #expect(events.count == 2 && d.awaitsUpgradeDecision)
+        let more = try d.declineUpgrade()
+        guard case .head(let next)? = more.first else { Issue.record("no next request: \(more)"); return }
+        #expect(next.target == "/next" && more.last == .end && d.isIdle)
+    }
+
+    @Test func anUpgradeFieldWithoutConnectionUpgradeIsNoSwitch() throws {
+        var d = HTTPRequestDecoder()
+        let events = try d.feed(Array("GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+        #expect(events.count == 4 && !d.awaitsUpgradeDecision)
+    }
+}

@@ -189,6 +189,7 @@ public final class FerryDaemon: Sendable {
         let bodies = RequestBodyBudget(total: configuration.maxRequestMemory,
                                        perAddress: min(configuration.maxRequestMemory, max(limits.maxBodySize, 1 << 20)))
         let timeouts = HTTPServerConnection.Timeouts(idle: configuration.idleTimeout, request: configuration.requestTimeout,
+                                                     firstRequest: min(WebSocketConfiguration().handshakeTimeout, configuration.requestTimeout),
                                                      slowReader: configuration.slowReaderTimeout)
         sync.plainHTTP = { handoff in
             let connection = HTTPServerConnection(
@@ -200,8 +201,8 @@ public final class FerryDaemon: Sendable {
                     metrics.countRequest(request, status: response.status)
                     return response
                 },
-                upgrader: { handoff, bytes in
-                    if let l = box.withLock({ $0 }) { l.upgrade(handoff, bytes: bytes) } else { handoff.tcp.close() }
+                upgrader: { handoff, request, rest in
+                    if let l = box.withLock({ $0 }) { l.upgrade(handoff, request: request, rest: rest) } else { handoff.tcp.close() }
                 })
             connection.start()
         }

@@ -3,22 +3,28 @@ import FerryNet
 import FerryWebSocket
 import Logging
 
-/// Serves HTTP/1.1 on one connection the WebSocket listener handed over (Protocol/http.md):
-/// decodes requests with `HTTPRequestDecoder`, answers each through `respond` off the loop,
-/// and writes the answers in request order (pipelining), whole or chunked. A later request
-/// that asks for a WebSocket upgrade goes back to the listener once every earlier answer is
-/// written. Loop-confined: every method runs on the connection's loop thread.
+/// Serves HTTP/1.1 on one accepted connection from its first byte (Protocol/http.md): decodes
+/// requests with `HTTPRequestDecoder`, answers each through `respond` off the loop, and writes
+/// the answers in request order (pipelining), whole or chunked. A request that asks for a
+/// WebSocket (`Upgrade: websocket`) is upgraded once every earlier answer is written: the
+/// head, parsed here once, and the bytes after it go to the WebSocket listener, which checks
+/// the handshake and runs BLIP on the connection. Any other `Upgrade` (h2c) is ignored, as RFC
+/// 9110 §7.8 allows, and the request served as HTTP/1.1. Loop-confined: every method runs on
+/// the connection's loop thread.
 final class HTTPServerConnection: ConnectionHandler {
     /// Answers one request; runs in a task, off the loop.
     typealias Responder = @Sendable (RESTRequest) async -> RESTResponse
-    /// Hands the connection back for a WebSocket upgrade; `bytes` start at the upgrade request.
-    typealias Upgrader = (HandedOffConnection, [UInt8]) -> Void
+    /// Upgrades the connection to WebSocket: the upgrade request's head and the bytes after it.
+    typealias Upgrader = (HandedOffConnection, FerryHTTP.HTTPRequestHead, [UInt8]) -> Void
 
     /// How long a connection may sit with no request in progress, or a request may take to
     /// arrive, before it is closed.
     struct Timeouts {
         var idle: Double = 60
         var request: Double = 30
+        /// How long the first request's head may take to arrive (the WebSocket handshake
+        /// timeout: the first request is often the upgrade).
+        var firstRequest: Double = 10
         /// How long a streamed answer may wait for the client to read before the connection is
         /// dropped (a reader that stopped, or reads a byte a second).
         var slowReader: Double = 60
@@ -53,8 +59,10 @@ final class HTTPServerConnection: ConnectionHandler {
     private var streamingFeed = false
     /// No more requests are read (an error, `Connection: close` or an upgrade is pending).
     private var stopReading = false
-    /// Bytes of an upgrade request waiting for earlier answers to be written.
-    private var pendingUpgrade: [UInt8]?
+    /// An upgrade request waiting for earlier answers to be written.
+    private var pendingUpgrade: FerryHTTP.HTTPRequestHead?
+    /// Whether a request head has arrived yet (before it, `firstRequest` bounds the wait).
+    private var sawRequest = false
     /// The client closed its sending side: close once every answer owed is written.
     private var inputClosed = false
     private var activity = 0
@@ -84,7 +92,7 @@ final class HTTPServerConnection: ConnectionHandler {
 
     /// Takes over the connection and reads what the listener already read.
     func start() {
-        tcp.replaceHandler(self)
+        tcp.start(handler: self)
         // Answers are computed off the loop: a client that half-closes after its requests
         // still gets them; `connectionInputClosed` closes once they are written.
         tcp.closesWhenInputEnds = false
@@ -93,8 +101,6 @@ final class HTTPServerConnection: ConnectionHandler {
             let loop = tcp.loop
             tracker.opened(ObjectIdentifier(self)) { loop.execute { me.value.shutDown() } }
         }
-        var bytes = handoff.bytes
-        bytes.withUnsafeMutableBytes { connectionRead(tcp, $0) }
         armTimer()
     }
 
@@ -103,7 +109,7 @@ final class HTTPServerConnection: ConnectionHandler {
     private func armTimer() {
         guard !closed else { return }
         let seen = activity
-        let delay = inProgress ? timeouts.request : timeouts.idle
+        let delay = !sawRequest ? timeouts.firstRequest : inProgress ? timeouts.request : timeouts.idle
         timer = tcp.loop.schedule(after: delay) { [self] in
             timer = nil
             guard !closed else { return }
@@ -120,22 +126,30 @@ final class HTTPServerConnection: ConnectionHandler {
         tracker?.read(bytes.count)
         guard !stopReading else { return }
         activity &+= 1
-        let events: [HTTPRequestDecoder.Event]
+        var events: [HTTPRequestDecoder.Event]
         do {
             events = try decoder.feed(UnsafeRawBufferPointer(bytes))
+            handle(events)
+            // Another protocol than WebSocket asked for (h2c): declined, served as HTTP/1.1.
+            while decoder.awaitsUpgradeDecision && pendingUpgrade == nil && !stopReading {
+                events = try decoder.declineUpgrade()
+                handle(events)
+            }
         } catch {
             fail(error)
-            return
         }
+    }
+
+    private func handle(_ events: [HTTPRequestDecoder.Event]) {
         for event in events {
             guard !stopReading else { return }
             switch event {
             case .head(let h):
-                if h["Upgrade"] != nil {
-                    // The client wants a WebSocket: the upgrade runs once the answers to its
-                    // earlier requests are out. Anything it sent after the head is part of it.
+                sawRequest = true
+                if h.tokens("Upgrade").contains(where: { $0.caseInsensitiveEquals("websocket") }) {
+                    // The upgrade runs once the answers to the earlier requests are out.
                     stopReading = true
-                    pendingUpgrade = Self.encodeHead(h)
+                    pendingUpgrade = h
                     writeReady()
                     return
                 }
@@ -284,14 +298,15 @@ final class HTTPServerConnection: ConnectionHandler {
             }
         }
         guard streaming == nil, nextToWrite == nextRequest, !closed else { return }
-        if let bytes = pendingUpgrade {
+        if let request = pendingUpgrade {
             pendingUpgrade = nil
             if let t = timer { tcp.loop.cancel(t); timer = nil }
             closed = true
             tracker?.left(ObjectIdentifier(self))
             // The WebSocket side reads from here on, whatever paused this side's reading.
             if readingPaused || rateLimited { tcp.resumeReading() }
-            upgrader(handoff, bytes)
+            // What the client sent after the head belongs to the WebSocket.
+            upgrader(handoff, request, decoder.takeUnread())
         } else if inputClosed {
             closeGracefully()
         }
@@ -366,14 +381,6 @@ final class HTTPServerConnection: ConnectionHandler {
         var failed = FerryHTTP.HTTPRequestHead.closing
         failed.keepAlive = false
         finish(n, failed, RESTError(error.status, error.status == 413 ? "too_large" : "bad_request", error.reason).response)
-    }
-
-    /// A request head as bytes again, for the WebSocket side to read.
-    static func encodeHead(_ h: FerryHTTP.HTTPRequestHead) -> [UInt8] {
-        var s = "\(h.method) \(h.target) HTTP/1.\(h.minorVersion)\r\n"
-        for f in h.headers { s += "\(f.name): \(f.value)\r\n" }
-        s += "\r\n"
-        return Array(s.utf8)
     }
 
     func connectionWritabilityChanged(_ connection: TCPConnection, writable: Bool) {

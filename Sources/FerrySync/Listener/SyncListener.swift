@@ -232,10 +232,11 @@ public final class SyncListener: Sendable {
         return SyncListener(listener: listener, host: configuration.host, secure: tls != nil, shared: shared)
     }
 
-    /// Runs the WebSocket upgrade on a connection the `plainHTTP` handler took, when a later
-    /// request on it asks for one (`bytes` start at that request). Call on its loop.
-    public func upgrade(_ connection: HandedOffConnection, bytes: [UInt8]) {
-        listener.upgrade(connection, bytes: bytes)
+    /// Runs the WebSocket upgrade on a connection the `plainHTTP` handler took, once a request
+    /// on it asks for one (`request` as that handler parsed it, `rest` what followed). Call on
+    /// its loop.
+    public func upgrade(_ connection: HandedOffConnection, request: HTTPRequestHead, rest: [UInt8]) {
+        listener.upgrade(connection, request: request, rest: rest)
     }
 
     /// Registers a named pull filter that clients select with `pullFilter` (and parameters).

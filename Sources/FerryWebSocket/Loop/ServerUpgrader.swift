@@ -9,8 +9,6 @@ final class ServerUpgrader: ConnectionHandler {
     private let configuration: WebSocketConfiguration
     private let hook: (UpgradeRequest) -> UpgradeDecision
     private let onFinish: () -> Void
-    /// Takes connections whose request is not a WebSocket upgrade (nil: they are refused).
-    private let plainHTTP: WebSocketListener.PlainHTTPHandler?
     private var timer: TimerHandle?
     private var done = false
     /// A `.deferred` decision is pending: bytes that arrive meanwhile (a client may send
@@ -20,10 +18,8 @@ final class ServerUpgrader: ConnectionHandler {
     private let logger: Logger
 
     init(configuration: WebSocketConfiguration, logger: Logger,
-         plainHTTP: WebSocketListener.PlainHTTPHandler? = nil,
          hook: @escaping (UpgradeRequest) -> UpgradeDecision, onFinish: @escaping () -> Void) {
         self.configuration = configuration
-        self.plainHTTP = plainHTTP
         self.hook = hook
         self.onFinish = onFinish
         self.logger = logger
@@ -36,14 +32,13 @@ final class ServerUpgrader: ConnectionHandler {
         startTimer(tcp)
     }
 
-    /// Runs the upgrade on a connection another protocol's handler read first: `bytes` are
-    /// what it read from the start of the upgrade request on.
-    func adopt(_ tcp: TCPConnection, bytes: [UInt8]) {
+    /// Runs the upgrade on a connection whose HTTP server read the upgrade request (`request`,
+    /// parsed once, by that server); `rest` is what the client sent after it.
+    func adopt(_ tcp: TCPConnection, request: HTTPRequestHead, rest: [UInt8]) {
         tcp.replaceHandler(self)
         guard !tcp.isClosed else { return }
         startTimer(tcp)
-        var copy = bytes
-        copy.withUnsafeMutableBytes { connectionRead(tcp, $0) }
+        upgrade(tcp, request: request, rest: rest)
     }
 
     private func startTimer(_ tcp: TCPConnection) {
@@ -77,26 +72,19 @@ final class ServerUpgrader: ConnectionHandler {
             return
         }
         guard let (head, rest) = parsed else { return }
-        if let plainHTTP, !Self.asksForUpgrade(head) {
-            // Another protocol on the same port (a REST API): its handler reads the request
-            // again from its first byte, with its own decoder and limits.
-            done = true
-            if let t = timer { tcp.loop.cancel(t); timer = nil }
-            plainHTTP(HandedOffConnection(tcp: tcp, bytes: Array(head) + [13, 10, 13, 10] + rest, finished: onFinish))
+        let request: HTTPRequestHead
+        do throws(WebSocketError) { request = try ServerHandshake.parseRequest(head, limits: configuration.headLimits) } catch {
+            refuse(tcp, failing: error)
             return
         }
-        let request: HTTPRequestHead
+        upgrade(tcp, request: request, rest: rest)
+    }
+
+    /// Checks the upgrade request, asks the hook, and answers.
+    private func upgrade(_ tcp: TCPConnection, request: HTTPRequestHead, rest: [UInt8]) {
         let offer: ServerHandshake.Offer
-        do throws(WebSocketError) {
-            request = try ServerHandshake.parseRequest(head, limits: configuration.headLimits)
-            offer = try ServerHandshake.validate(request)
-        } catch {
-            var status = 400, headers = HTTPHeaders()
-            if case let .badHandshake(s, _) = error { status = s }
-            if status == 426 { headers.add(name: "Upgrade", value: "websocket"); headers.add(name: "Sec-WebSocket-Version", value: "13") }
-            if status == 405 { headers.add(name: "Allow", value: "GET") }
-            logger.debug("refused upgrade", metadata: ["status": "\(status)", "reason": "\(error)"])
-            refuse(tcp, status: status, message: "\(error)", headers: headers)
+        do throws(WebSocketError) { offer = try ServerHandshake.validate(request) } catch {
+            refuse(tcp, failing: error)
             return
         }
         var upgrade = UpgradeRequest(head: request, offeredSubprotocols: offer.subprotocols, remoteAddress: tcp.remoteAddress)
@@ -105,6 +93,16 @@ final class ServerUpgrader: ConnectionHandler {
             upgrade.peerCertificate = session.peerCertificate
         }
         apply(hook(upgrade), tcp, request: request, offer: offer, rest: rest)
+    }
+
+    /// Refuses a request the handshake rules reject, with the status they name.
+    private func refuse(_ tcp: TCPConnection, failing error: WebSocketError) {
+        var status = 400, headers = HTTPHeaders()
+        if case let .badHandshake(s, _) = error { status = s }
+        if status == 426 { headers.add(name: "Upgrade", value: "websocket"); headers.add(name: "Sec-WebSocket-Version", value: "13") }
+        if status == 405 { headers.add(name: "Allow", value: "GET") }
+        logger.debug("refused upgrade", metadata: ["status": "\(status)", "reason": "\(error)"])
+        refuse(tcp, status: status, message: "\(error)", headers: headers)
     }
 
     private func apply(_ decision: UpgradeDecision, _ tcp: TCPConnection, request: HTTPRequestHead,
@@ -150,27 +148,6 @@ final class ServerUpgrader: ConnectionHandler {
             ws.onFinish = onFinish
             ws.start(leftover: rest)
         }
-    }
-
-    /// Whether a head carries an `Upgrade` field (any value: a bad upgrade is the WebSocket
-    /// side's to refuse, with its own status).
-    static func asksForUpgrade(_ head: ArraySlice<UInt8>) -> Bool {
-        // Field names are matched at line starts, case-insensitively, without a full parse.
-        let name = Array("\r\nupgrade:".utf8)
-        guard head.count > name.count else { return false }
-        var i = head.startIndex
-        while i + name.count <= head.endIndex {
-            var j = 0
-            while j < name.count {
-                var b = head[i + j]
-                if b >= 65 && b <= 90 { b |= 0x20 }
-                if b != name[j] { break }
-                j += 1
-            }
-            if j == name.count { return true }
-            i += 1
-        }
-        return false
     }
 
     func connectionWritabilityChanged(_ connection: TCPConnection, writable: Bool) {}

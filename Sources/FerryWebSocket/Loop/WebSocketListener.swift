@@ -8,8 +8,9 @@ import Synchronization
 public final class WebSocketListener: Sendable {
     /// Decides each upgrade; runs on the new connection's loop thread.
     public typealias UpgradeHook = @Sendable (UpgradeRequest, EventLoop) -> UpgradeDecision
-    /// Takes a connection whose first request is not an upgrade (another protocol sharing the
-    /// port, such as a REST API); runs on the connection's loop thread.
+    /// Takes every accepted connection from its first byte (an HTTP server sharing the port,
+    /// such as a REST API): it reads the requests, and hands one that asks for a WebSocket
+    /// back with `upgrade(_:request:rest:)`. Runs on the connection's loop thread.
     public typealias PlainHTTPHandler = @Sendable (HandedOffConnection) -> Void
 
     private let tcp: TCPListener
@@ -36,8 +37,9 @@ public final class WebSocketListener: Sendable {
     /// Binds `host`:`port` (0 = any free port) and starts serving on `group`'s loops; with
     /// `tls` (a server context) it serves `wss://`, and the upgrade hook sees the client's
     /// certificate when mutual TLS is on. The TLS handshake counts against the handshake timeout.
-    /// With `plainHTTP`, a connection whose first request has no `Upgrade` field goes to it
-    /// instead of being refused (one port for WebSockets and plain HTTP).
+    /// With `plainHTTP`, every connection goes to that HTTP server first, which upgrades the
+    /// ones that ask (one port for WebSockets and plain HTTP, each request parsed once);
+    /// without it, the listener reads the upgrade request itself.
     public static func bind(host: String, port: Int, group: EventLoopGroup,
                             configuration: WebSocketConfiguration = WebSocketConfiguration(),
                             tls: TLSContext? = nil,
@@ -59,22 +61,28 @@ public final class WebSocketListener: Sendable {
                                                             headers: HTTPHeaders([("Retry-After", "1")])))
                 return
             }
+            if let plainHTTP {
+                plainHTTP(HandedOffConnection(tcp: tcp, finished: release))
+                return
+            }
             let loop = tcp.loop
-            let upgrader = ServerUpgrader(configuration: configuration, logger: logger, plainHTTP: plainHTTP,
+            let upgrader = ServerUpgrader(configuration: configuration, logger: logger,
                                           hook: { upgrade($0, loop) }, onFinish: release)
             upgrader.start(tcp)
         }
         return WebSocketListener(tcp: listener, admission: admission, configuration: configuration, logger: logger, hook: upgrade)
     }
 
-    /// Runs the WebSocket upgrade on a connection that `plainHTTP` took, when a later request
-    /// on it asks for an upgrade: `bytes` start at that request. Call on the connection's loop.
-    public func upgrade(_ connection: HandedOffConnection, bytes: [UInt8]) {
+    /// Runs the WebSocket upgrade on a connection `plainHTTP` took, once a request on it asks
+    /// for one: `request` as that server parsed it, `rest` what the client sent after it. The
+    /// handshake is checked here (a bad one is refused with its status); the hook decides.
+    /// Call on the connection's loop.
+    public func upgrade(_ connection: HandedOffConnection, request: HTTPRequestHead, rest: [UInt8]) {
         let loop = connection.tcp.loop
         let hook = self.hook
         let upgrader = ServerUpgrader(configuration: configuration, logger: logger,
                                       hook: { hook($0, loop) }, onFinish: connection.finished)
-        upgrader.adopt(connection.tcp, bytes: bytes)
+        upgrader.adopt(connection.tcp, request: request, rest: rest)
     }
 
     /// Stops accepting new connections; open ones are not touched.
@@ -102,10 +110,8 @@ private final class Refuser: ConnectionHandler {
 /// A connection the WebSocket listener handed to another protocol's handler (see
 /// `WebSocketListener.PlainHTTPHandler`). Use it only on its connection's loop.
 public struct HandedOffConnection {
-    /// The connection; its new owner calls `replaceHandler` on it.
+    /// The connection, not started yet: its new owner calls `start(handler:)` on it.
     public let tcp: TCPConnection
-    /// What was read so far, from the first byte of the request on.
-    public let bytes: [UInt8]
     /// Call exactly once when the connection closes (it frees the listener's connection slot).
     public let finished: () -> Void
 }
