@@ -135,18 +135,14 @@ struct ReplicationCommand: AsyncParsableCommand {
         func run() async throws {
             let jobs = try await Jobs.all(daemon)
             if json {
-                print(String(decoding: CanonicalJSON.encode(.array(jobs)), as: UTF8.self))
+                print(String(decoding: CanonicalJSON.encode(.array(jobs.map(\.json))), as: UTF8.self))
                 return
             }
             if jobs.isEmpty { print("no replications"); return }
             for j in jobs {
-                let o = j.objectValue ?? [:]
-                let info = o["info"]?.objectValue ?? [:]
-                let dir = o["direction"]?.stringValue ?? "?"
-                let peer = dir == "pull" ? o["source"]?.stringValue : o["target"]?.stringValue
-                print([o["id"]?.stringValue ?? "?", o["state"]?.stringValue ?? "?", o["database"]?.stringValue ?? "?", dir,
-                       peer ?? "?", "pushed \(info["docs_pushed"]?.intValue ?? 0)", "pulled \(info["docs_pulled"]?.intValue ?? 0)",
-                       "failures \(info["doc_write_failures"]?.intValue ?? 0)"].joined(separator: "\t"))
+                let peer = j.direction == "pull" ? j.source : j.target
+                print([j.id, j.state, j.database, j.direction, peer, "pushed \(j.info.docsPushed)", "pulled \(j.info.docsPulled)",
+                       "failures \(j.info.docWriteFailures)"].joined(separator: "\t"))
             }
         }
     }
@@ -158,10 +154,10 @@ struct ReplicationCommand: AsyncParsableCommand {
         @OptionGroup var daemon: DaemonOptions
 
         func run() async throws {
-            guard let job = try await Jobs.all(daemon).first(where: { $0.objectValue?["id"]?.stringValue == id }) else {
+            guard let job = try await Jobs.all(daemon).first(where: { $0.id == id }) else {
                 throw CommandFailure("no replication \(id)")
             }
-            print(String(decoding: CanonicalJSON.encode(job), as: UTF8.self))
+            print(String(decoding: CanonicalJSON.encode(job.json), as: UTF8.self))
         }
     }
 
@@ -204,12 +200,12 @@ struct ReplicationCommand: AsyncParsableCommand {
 
 /// Reading and changing replications through the daemon or its file.
 enum Jobs {
-    /// Every job, in `_scheduler/jobs` shape.
-    static func all(_ daemon: DaemonOptions) async throws -> [JSONValue] {
+    /// Every job, from the daemon's `_scheduler/jobs` or, with none running, its file.
+    static func all(_ daemon: DaemonOptions) async throws -> [SchedulerJob] {
         if let client = try daemon.client() {
-            return try await client.get("/_scheduler/jobs").objectValue?["jobs"]?.arrayValue ?? []
+            return SchedulerJob.list(from: try await client.get("/_scheduler/jobs"))
         }
-        return try OfflineReplications(daemon).entries().map(\.jobJSON)
+        return try OfflineReplications(daemon).entries().map(\.job)
     }
 
     static func setPaused(_ daemon: DaemonOptions, _ id: String, _ paused: Bool) async throws {

@@ -145,7 +145,7 @@ enum ReplicatorRoutes {
         }
         return .json(200, .object(["ok": true, "_local_id": .string(id), "docs_pushed": .int(Int64(j.docsPushed)),
                                    "docs_pulled": .int(Int64(j.docsPulled)), "doc_write_failures": .int(Int64(j.docWriteFailures)),
-                                   "history": ReplicationJob.job(done, session: nil).objectValue?["history"] ?? .array([])]))
+                                   "history": .array(done.job.history.map(\.json))]))
     }
 
     /// CouchDB's `create_target: true`: the target database is made first when it is missing,
@@ -179,9 +179,9 @@ enum ReplicatorRoutes {
             try RESTRouter.allow(r, ["GET", "HEAD"])
             if s.count == 3 {
                 guard let e = scheduler.entry(s[2]) else { throw .notFound("unknown job \(s[2])") }
-                return .json(200, ReplicationJob.job(e, session: scheduler.session(e.spec.id)))
+                return .json(200, ReplicationJob.job(e, session: scheduler.session(e.spec.id)).json)
             }
-            let jobs = scheduler.entries.map { ReplicationJob.job($0, session: scheduler.session($0.spec.id)) }
+            let jobs = scheduler.entries.map { ReplicationJob.job($0, session: scheduler.session($0.spec.id)).json }
             return .json(200, .object(["total_rows": .int(Int64(jobs.count)), "offset": 0, "jobs": .array(jobs)]))
         case "docs":
             try RESTRouter.allow(r, ["GET", "HEAD"])
