@@ -59,57 +59,58 @@ struct ReplicationCommand: AsyncParsableCommand {
             if let id, !ReplicationSpec.isValidID(id) { throw ValidationError("--id \(id): not empty, no '/', not starting with '_'") }
         }
 
-        /// The replication document this command describes.
-        func document() throws -> [String: JSONValue] {
-            var o: [String: JSONValue] = ["database": .string(database), "peer": .string(peer),
-                                          "direction": .string(push ? "push" : pull ? "pull" : "both"), "continuous": .bool(continuous)]
-            if !docIDs.isEmpty { o["doc_ids"] = .array(docIDs.map { .string($0) }) }
-            if let filter { o["filter"] = .string(filter) }
-            if let peerProtocol { o["protocol"] = .string(peerProtocol) }
+        /// The replication this command describes, checked as the daemon checks a document
+        /// (`ReplicationSpec.validated`), so a mistake is said here rather than by the daemon.
+        func spec(id: String) throws -> ReplicationSpec {
+            var s = ReplicationSpec(id: id, database: database, peer: peer, direction: push ? .push : pull ? .pull : .both)
+            s.continuous = continuous
+            if let peerProtocol {
+                guard let p = ReplicatorConfiguration.PeerProtocol(rawValue: peerProtocol) else {
+                    throw ValidationError("--protocol \(peerProtocol): automatic, couchdb or blip")
+                }
+                s.peerProtocol = p
+            }
+            guard let policy = ReplicationSpec.ConflictPolicy(rawValue: conflicts) else {
+                throw ValidationError("--conflicts \(conflicts): default, local or remote")
+            }
+            s.conflicts = policy
+            if !docIDs.isEmpty { s.documentIDs = docIDs }
+            s.filter = filter
             if let selector {
                 guard let v = try? JSONParser.parse(Array(selector.utf8)), v.objectValue != nil else {
                     throw ValidationError("--selector must be a JSON object")
                 }
-                o["selector"] = v
+                s.selector = v
             }
-            if !params.isEmpty {
-                var q: [String: JSONValue] = [:]
-                for p in params {
-                    guard let eq = p.firstIndex(of: "=") else { throw ValidationError("--param \(p): expected key=value") }
-                    q[String(p[..<eq])] = .string(String(p[p.index(after: eq)...]))
-                }
-                o["query_params"] = .object(q)
+            for p in params {
+                guard let eq = p.firstIndex(of: "=") else { throw ValidationError("--param \(p): expected key=value") }
+                s.queryParameters[String(p[..<eq])] = String(p[p.index(after: eq)...])
             }
-            if let peerUser, let peerPassword { o["auth"] = .object(["basic": .object(["username": .string(peerUser), "password": .string(peerPassword)])]) }
-            if !pin.isEmpty { o["tls_pins"] = .array(pin.map { .string($0) }) }
-            o["conflicts"] = .string(conflicts)
-            if let batchSize { o["batch_size"] = .int(Int64(batchSize)) }
+            (s.user, s.password) = (peerUser, peerPassword)
+            s.pins = pin
+            s.batchSize = batchSize
             if let every {
-                var s: [String: JSONValue] = ["every": .string(every)]
-                if let budget { s["budget"] = .string(budget) }
-                if let backgroundEvery { s["background_every"] = .string(backgroundEvery) }
-                o["schedule"] = .object(s)
+                s.schedule = ReplicationSpec.Schedule(every: try Self.seconds(every, "--every"),
+                                                      backgroundEvery: try backgroundEvery.map { try Self.seconds($0, "--background-every") },
+                                                      budget: try budget.map { try Self.seconds($0, "--budget") } ?? 0)
             }
-            if !interfaces.isEmpty || whenReachable {
-                o["conditions"] = .object(["interfaces": .array(interfaces.map { .string($0) }), "reachable": .bool(whenReachable)])
-            }
-            if !downloadRules.isEmpty { o["download"] = .array(try downloadRules.map(DownloadRuleJSON.parse)) }
-            return o
+            s.conditions = ReplicationSpec.Conditions(interfaces: interfaces, reachable: whenReachable)
+            s.download = try downloadRules.map(DownloadRuleJSON.parse)
+            do { return try s.validated() } catch { throw ValidationError(error.reason) }
         }
 
-        /// `DATABASE-HOST-PORT`, the default ID.
-        var defaultID: String {
-            let c = URLComponents(string: peer)
-            return [database, c?.host, c?.port.map(String.init)].compactMap { $0 }.joined(separator: "-")
+        /// A duration option's seconds (`30s`, `15m`, `1h`, or a number).
+        static func seconds(_ text: String, _ option: String) throws -> Double {
+            guard let d = ReplicationSpec.parseDuration(text) else { throw ValidationError("\(option) \(text): not a duration such as 30s, 15m, 1h") }
+            return d
         }
 
         func run() async throws {
-            let body = try document()
-            let id = self.id ?? defaultID
-            let spec: ReplicationSpec
-            do { spec = try ReplicationSpec(id: id, json: body) } catch { throw ValidationError(error.reason) }
+            let id = self.id ?? ReplicationSpec.defaultID(database: database, peer: peer)
+            let spec = try spec(id: id)
             if let client = try daemon.client() {
-                _ = try await client.send("PUT", "/_replicator/\(PercentDecoding.encodeSegment(id))\(exclusively ? "?exclusively=true" : "")", json: .object(body))
+                _ = try await client.send("PUT", "/_replicator/\(PercentDecoding.encodeSegment(id))\(exclusively ? "?exclusively=true" : "")",
+                                          json: .object(spec.storedJSON))
                 print("ferry: replication \(id) added to the daemon at \(client.url)\(exclusively ? " (exclusively)" : "")")
             } else {
                 try OfflineReplications(daemon).update { entries in
