@@ -138,7 +138,7 @@ enum ReplicatorRoutes {
             // `db_not_found`; a refusal keeps its status. `failed` is a local database not served.
             if j.state == .failed { throw RESTError(404, "db_not_found", "could not open \(spec.database): \(reason)") }
             switch error {
-            case .connection?, .invalidURL?, .httpStatus(404, _)?: throw RESTError(404, "db_not_found", "could not open \(spec.peer): \(reason)")
+            case .connection?, .gaveUp?, .invalidURL?, .httpStatus(404, _)?: throw RESTError(404, "db_not_found", "could not open \(spec.peer): \(reason)")
             case .httpStatus(let s, _)? where s == 401 || s == 403: throw RESTError(s, s == 401 ? "unauthorized" : "forbidden", reason)
             default: throw RESTError(500, "replication_failed", reason)
             }
