@@ -224,39 +224,6 @@ enum Jobs {
     }
 }
 
-/// The replications file of data no daemon serves, changed under the daemon's lock (so a
-/// daemon starting meanwhile waits for nothing and reads a whole file).
-struct OfflineReplications {
-    let store: ReplicationStore
-    let prefix: String
-
-    init(_ daemon: DaemonOptions) throws {
-        if let data = daemon.data {
-            store = ReplicationStore(dataDirectory: data)
-            prefix = DaemonEndpoint.prefix(for: .directory(data))
-        } else if let db = daemon.db {
-            store = ReplicationStore(path: db + ".replicator.json")
-            prefix = DaemonEndpoint.prefix(for: .single(name: "", path: db))
-        } else {
-            throw ValidationError("give --data DIR or --db FILE")
-        }
-    }
-
-    func entries() throws -> [ReplicationStore.Entry] {
-        try store.load().values.sorted { $0.spec.id < $1.spec.id }
-    }
-
-    func update(_ change: (inout [String: ReplicationStore.Entry]) throws -> Void) throws {
-        let dir = (store.path as NSString).deletingLastPathComponent
-        if !dir.isEmpty { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
-        let lock = try DaemonEndpoint.lock(prefix)
-        defer { lock.release() }
-        var all = try store.load()
-        try change(&all)
-        try store.save(all)
-    }
-}
-
 /// A `--download-rule` argument as the JSON a replication document keeps.
 enum DownloadRuleJSON {
     static func parse(_ argument: String) throws -> JSONValue {
@@ -265,42 +232,4 @@ enum DownloadRuleJSON {
         let bytes = try JSONEncoder().encode(rule)
         return try JSONParser.parse(Array(bytes), sizeLimit: bytes.count + 1)
     }
-}
-
-/// `ferry policy mode active|background`: which period a daemon's periodic replications use.
-struct PolicyCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "policy", abstract: "Switch a daemon's periodic replications between their active and background periods.",
-        subcommands: [Mode.self])
-
-    /// `ferry policy mode [active|background]`.
-    struct Mode: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
-            abstract: "Show or set the mode (also: SIGUSR1 = active, SIGUSR2 = background to the daemon).",
-            discussion: "Example: ferry policy mode background --data ~/ferry")
-        @Argument(help: "active or background (omit to show the mode).") var mode: String?
-        @OptionGroup var daemon: DaemonOptions
-
-        func validate() throws {
-            if let mode, ReplicationScheduler.Mode(rawValue: mode) == nil { throw ValidationError("the mode is active or background") }
-        }
-
-        func run() async throws {
-            guard let client = try daemon.client() else { throw CommandFailure("no daemon serves that data (start one with ferry serve)") }
-            let answer: JSONValue
-            if let mode {
-                answer = try await client.send("PUT", "/_scheduler/mode", json: .object(["mode": .string(mode)]))
-            } else {
-                answer = try await client.get("/_scheduler/mode")
-            }
-            print(answer.objectValue?["mode"]?.stringValue ?? "?")
-        }
-    }
-}
-
-/// A command that could not do its work (not a usage error): `Error: …` and exit status 1,
-/// without the usage text a `ValidationError` prints.
-struct CommandFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }
