@@ -12,6 +12,11 @@ public enum ReplicationError: Error, Sendable, Equatable, CustomStringConvertibl
     case httpStatus(Int, String)
     /// The connection could not be made or broke (refused, reset, 1006, missed heartbeat).
     case connection(String)
+    /// The replicator stopped retrying a peer it could not reach: `attempts` attempts over
+    /// `seconds` seconds (its `maxAttempts` or `maxOfflineTime`), the last failing with
+    /// `reason` (that `.connection` failure's text). Typed so that a caller can say "gave up"
+    /// without reading it out of a message.
+    case gaveUp(attempts: Int, seconds: Int, reason: String)
     /// The peer sent something that is not the replication protocol (a typed reason).
     case protocolError(String)
     /// The peer answered a request with an error (`Error-Domain`, `Error-Code`, message).
@@ -24,11 +29,12 @@ public enum ReplicationError: Error, Sendable, Equatable, CustomStringConvertibl
     /// handshake that timed out or a stream cut mid-record is retried.
     case tls(TLSError)
 
-    /// Whether retrying may help: connection failures, HTTP 408/429/502/503/504, and a local
-    /// database failure that may pass (disk full, I/O; `StoreError.isTransient`).
+    /// Whether retrying may help: connection failures (a peer given up on too: it may be back
+    /// later), HTTP 408/429/502/503/504, and a local database failure that may pass (disk
+    /// full, I/O; `StoreError.isTransient`).
     public var isTransient: Bool {
         switch self {
-        case .connection: return true
+        case .connection, .gaveUp: return true
         case .store(let e): return e.isTransient
         case .httpStatus(let s, _): return [408, 429, 502, 503, 504].contains(s)
         case .remote(_, let code, _): return [408, 429, 502, 503, 504].contains(code)
@@ -42,12 +48,18 @@ public enum ReplicationError: Error, Sendable, Equatable, CustomStringConvertibl
         case .invalidURL(let s): return "invalid replication URL \(s)"
         case .httpStatus(let s, let m): return "HTTP \(s)\(m.isEmpty ? "" : ": \(m)")"
         case .connection(let s): return "connection failed: \(s)"
+        case let .gaveUp(attempts, seconds, reason): return "connection failed: gave up \(Self.attempts(attempts, in: seconds)): \(reason)"
         case .protocolError(let s): return "replication protocol error: \(s)"
         case let .remote(d, c, m): return "peer error \(d)/\(c): \(m)"
         case .store(let e): return "database: \(e)"
         case .stopped: return "stopped"
         case .tls(let e): return e.description
         }
+    }
+
+    /// `after 3 attempts in 2 s`: how long a peer was tried before it was given up on.
+    public static func attempts(_ attempts: Int, in seconds: Int) -> String {
+        "after \(attempts) attempt\(attempts == 1 ? "" : "s") in \(seconds) s"
     }
 
     /// An error from an untyped callback (a filter, a batch hook): kept if it is already one of

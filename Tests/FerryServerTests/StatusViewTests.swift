@@ -1,3 +1,4 @@
+import FerryServer
 import FerryStore
 import Foundation
 import Testing
@@ -34,23 +35,43 @@ struct StatusViewTests {
         let tasks = json(#"{"db_name":"tasks","doc_count":3,"doc_del_count":0,"update_seq":"3","sizes":{"file":900}}"#)
         return StatusSnapshot(server: .init(location: "http://127.0.0.1:4984", version: "0.1.0", uptime: 7385),
                               databases: [.init(notes, name: "notes"), .init(tasks, name: "tasks")],
-                              jobs: StatusSnapshot.jobs(from: json(text)), takenAt: time)
+                              jobs: SchedulerJob.list(from: json(text)), takenAt: time)
     }
 
     static let utc = TimeZone(identifier: "UTC") ?? .current
 
-    @Test func theJobsAreReadFromTheSchedulerShape() {
+    @Test func theJobsAreReadFromTheSchedulerShape() throws {
         let jobs = Self.snapshot().jobs
         #expect(jobs.map(\.id) == ["notes-to-b", "tasks-from-c"])
         #expect(jobs[0].peer == "ws://b.example:4984/notes")
         #expect(jobs[1].peer == "wss://c.example:4984/tasks")
-        #expect(jobs[0].progress?.completed == 5 && jobs[0].progress?.total == 10)
-        #expect(jobs[0].failures == [.init(documentID: "bad-doc", reason: "validation: no title", time: "2026-11-27T10:00:04Z")])
-        #expect(jobs[1].error == "connection refused")
-        #expect(jobs[1].progress == nil)
-        // Rubbish is read as defaults, never a crash.
-        let odd = SchedulerJob(Self.json(#"{"info":7,"history":[1,{"type":3}],"state":false}"#))
-        #expect(odd.id == "?" && odd.state == "unknown" && odd.history.isEmpty && odd.docsRead == 0)
+        #expect(jobs[0].info.progress?.completed == 5 && jobs[0].info.progress?.total == 10)
+        #expect(jobs[0].info.failures == [.init(documentID: "bad-doc", reason: "validation: no title", time: "2026-11-27T10:00:04Z")])
+        #expect(jobs[1].info.error == "connection refused")
+        #expect(jobs[1].info.progress == nil)
+        // Rubbish is read as defaults, never a crash; only a job that is not an object is left out.
+        let odd = try SchedulerJob(json: Self.json(#"{"info":7,"history":[1,{"type":3}],"state":false}"#))
+        #expect(odd.id == "?" && odd.state == "unknown" && odd.history.isEmpty && odd.info.docsRead == 0)
+        #expect(throws: SchedulerJob.Invalid.self) { try SchedulerJob(json: 7) }
+        #expect(SchedulerJob.list(from: Self.json(#"[7,{"id":"x"}]"#)).map(\.id) == ["x"])
+    }
+
+    /// The daemon writes a job with `SchedulerJob.json` and `ferry` reads it with
+    /// `init(json:)`: what one writes, the other reads back unchanged.
+    @Test func aJobTheDaemonWritesReadsBackAsItself() throws {
+        var spec = ReplicationSpec(id: "notes-b", database: "notes", peer: "ws://b.example:4984/notes", direction: .pull)
+        spec.schedule = .init(every: 900, backgroundEvery: 3600, budget: 30)
+        var journal = ReplicationJournal()
+        journal.record("added")
+        journal.record("crashed", state: .crashing, reason: "connection refused")
+        journal.lastRun = 1_700_000_000
+        let job = ReplicationStore.Entry(revision: "1-a", spec: spec, journal: journal).job
+        let wire = try JSONParser.parse(CanonicalJSON.encode(job.json))
+        let read = try SchedulerJob(json: wire)
+        #expect(read == job)
+        #expect(read.peer == "ws://b.example:4984/notes" && read.source == read.peer && read.target == "notes")
+        #expect(read.history.map(\.type) == ["crashed", "added"] && read.schedule?.backgroundEvery == 3600)
+        #expect(read.json == job.json)
     }
 
     @Test func aWideScreenShowsEveryColumnWithRatesFromThePreviousSnapshot() {

@@ -124,11 +124,12 @@ struct ResilienceTests {
         c.maxOfflineTime = 1
         let r = Replicator(configuration: c)
         await #expect(throws: ReplicationError.self) { try await r.run() }
-        guard case .connection(let why)? = r.status.lastError else {
-            Issue.record("expected a connection error, got \(String(describing: r.status.lastError))")
+        guard case let .gaveUp(attempts, _, why)? = r.status.lastError else {
+            Issue.record("expected a give-up, got \(String(describing: r.status.lastError))")
             return
         }
-        #expect(why.hasPrefix("gave up after "), "\(why)")
+        #expect(attempts >= 1 && attempts < 1000 && !why.isEmpty, "\(attempts): \(why)")
+        #expect(r.status.lastError?.description.hasPrefix("connection failed: gave up after ") == true)
         await molly.stop()
     }
 

@@ -312,10 +312,11 @@ public actor PeerCoordinator {
     }
 
     private func spec(id: String, db: String, url: String, user: String?, password: String?, pins: [String]) -> ReplicationSpec? {
-        var o: [String: JSONValue] = ["database": .string(db), "peer": .string(url), "continuous": true]
-        if let user, let password { o["auth"] = .object(["basic": .object(["username": .string(user), "password": .string(password)])]) }
-        if !pins.isEmpty { o["tls_pins"] = .array(pins.map { .string($0) }) }
-        do { return try ReplicationSpec(id: id, json: o) } catch {
+        var s = ReplicationSpec(id: id, database: db, peer: url)
+        s.continuous = true
+        (s.user, s.password) = (user, password)
+        s.pins = pins
+        do { return try s.validated() } catch {
             logger.warning("cannot replicate \(db) with \(url): \(error)")
             return nil
         }

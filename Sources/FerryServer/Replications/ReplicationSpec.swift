@@ -121,6 +121,18 @@ public struct ReplicationSpec: Sendable, Equatable {
         !id.isEmpty && !id.hasPrefix("_") && !id.contains("/") && id.utf8.count <= 256
     }
 
+    /// The ID a replication of `database` with `peer` gets when none is given, made here only:
+    /// `DATABASE-HOST-PORT` (`ferry replication add`), or `PREFIX-DATABASE-HOST-PORT-PATH…`
+    /// with a prefix and the path (`ferry serve --replicate`, whose peers may share a host and
+    /// port). Parts the URL lacks are left out. The two forms stay apart because IDs already
+    /// stored, or scripted against, must not change.
+    public static func defaultID(database: String, peer: String, prefix: String? = nil, includingPath: Bool = false) -> String {
+        let c = URLComponents(string: peer)
+        var parts = [prefix, database, c?.host, c?.port.map(String.init)].compactMap { $0 }
+        if includingPath { parts += c?.path.split(separator: "/").map(String.init) ?? [] }
+        return parts.joined(separator: "-")
+    }
+
     /// Why a replication document is refused.
     public struct Invalid: Error, Sendable, Equatable, CustomStringConvertible {
         /// For people.
@@ -252,6 +264,13 @@ public struct ReplicationSpec: Sendable, Equatable {
             _ = try DownloadRules.decode(a)
             download = a
         }
+    }
+
+    /// This spec checked as a document is (`init(id:json:)`), so one built in code (`ferry
+    /// replication add`) meets the daemon's rules before it is stored or sent; credentials in
+    /// its peer URL are split off into `user` and `password` on the way.
+    public func validated() throws(Invalid) -> ReplicationSpec {
+        try ReplicationSpec(id: id, json: storedJSON)
     }
 
     /// The stored form, credentials included.

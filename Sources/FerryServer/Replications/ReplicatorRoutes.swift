@@ -138,14 +138,14 @@ enum ReplicatorRoutes {
             // `db_not_found`; a refusal keeps its status. `failed` is a local database not served.
             if j.state == .failed { throw RESTError(404, "db_not_found", "could not open \(spec.database): \(reason)") }
             switch error {
-            case .connection?, .invalidURL?, .httpStatus(404, _)?: throw RESTError(404, "db_not_found", "could not open \(spec.peer): \(reason)")
+            case .connection?, .gaveUp?, .invalidURL?, .httpStatus(404, _)?: throw RESTError(404, "db_not_found", "could not open \(spec.peer): \(reason)")
             case .httpStatus(let s, _)? where s == 401 || s == 403: throw RESTError(s, s == 401 ? "unauthorized" : "forbidden", reason)
             default: throw RESTError(500, "replication_failed", reason)
             }
         }
         return .json(200, .object(["ok": true, "_local_id": .string(id), "docs_pushed": .int(Int64(j.docsPushed)),
                                    "docs_pulled": .int(Int64(j.docsPulled)), "doc_write_failures": .int(Int64(j.docWriteFailures)),
-                                   "history": ReplicationJob.job(done, session: nil).objectValue?["history"] ?? .array([])]))
+                                   "history": .array(done.job.history.map(\.json))]))
     }
 
     /// CouchDB's `create_target: true`: the target database is made first when it is missing,
@@ -179,9 +179,9 @@ enum ReplicatorRoutes {
             try RESTRouter.allow(r, ["GET", "HEAD"])
             if s.count == 3 {
                 guard let e = scheduler.entry(s[2]) else { throw .notFound("unknown job \(s[2])") }
-                return .json(200, ReplicationJob.job(e, session: scheduler.session(e.spec.id)))
+                return .json(200, ReplicationJob.job(e, session: scheduler.session(e.spec.id)).json)
             }
-            let jobs = scheduler.entries.map { ReplicationJob.job($0, session: scheduler.session($0.spec.id)) }
+            let jobs = scheduler.entries.map { ReplicationJob.job($0, session: scheduler.session($0.spec.id)).json }
             return .json(200, .object(["total_rows": .int(Int64(jobs.count)), "offset": 0, "jobs": .array(jobs)]))
         case "docs":
             try RESTRouter.allow(r, ["GET", "HEAD"])

@@ -320,8 +320,8 @@ public final class Replicator: Sendable {
                 let outOfTime = configuration.maxOfflineTime > 0 && offline + delay > configuration.maxOfflineTime
                 guard error.isTransient, failures < maxAttempts, !outOfTime else {
                     finalError = error
-                    if error.isTransient, case .connection(let why) = error {
-                        finalError = .connection("gave up after \(failures) attempt\(failures == 1 ? "" : "s") in \(Int(offline.rounded())) s: \(why)")
+                    if case .connection(let why) = error {
+                        finalError = .gaveUp(attempts: failures, seconds: Int(offline.rounded()), reason: why)
                     }
                     break
                 }

@@ -202,12 +202,11 @@ struct Serve: AsyncParsableCommand {
                 warn("ferry: --replicate \(Sync.redacted(spec)): no database \(dbName) is served; skipped")
                 continue
             }
-            let c = URLComponents(string: url)
-            let id = (["replicate", dbName, c?.host, c?.port.map(String.init)].compactMap { $0 }
-                + (c?.path.split(separator: "/").map(String.init) ?? [])).joined(separator: "-")
+            let id = ReplicationSpec.defaultID(database: dbName, peer: url, prefix: "replicate", includingPath: true)
             do {
-                let s = try ReplicationSpec(id: id, json: ["database": .string(dbName), "peer": .string(url), "continuous": true])
-                try await daemon.scheduler.put(s, revision: nil, transient: true)
+                var s = ReplicationSpec(id: id, database: dbName, peer: url)
+                s.continuous = true
+                try await daemon.scheduler.put(try s.validated(), revision: nil, transient: true)
             } catch {
                 warn("ferry: --replicate \(Sync.redacted(spec)): \(error)")
             }

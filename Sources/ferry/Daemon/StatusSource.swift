@@ -1,3 +1,4 @@
+import FerryServer
 import FerryStore
 import Foundation
 
@@ -26,7 +27,7 @@ struct DaemonStatusSource: StatusSource {
             guard let info = try? await client.get("/" + Self.pathSegment(name)) else { continue }
             databases.append(StatusSnapshot.Database(info, name: name))
         }
-        let jobs = StatusSnapshot.jobs(from: try await client.get("/_scheduler/jobs"))
+        let jobs = SchedulerJob.list(from: try await client.get("/_scheduler/jobs"))
         return StatusSnapshot(server: .init(location: location, version: root["version"]?.stringValue,
                                             uptime: root["uptime"]?.doubleValue),
                               databases: databases.sorted { $0.name < $1.name }, jobs: jobs, takenAt: RateMeter.now)

@@ -243,9 +243,12 @@ struct Sync: AsyncParsableCommand {
             var limits: [String] = []
             if timeout > 0 { limits.append("--timeout \(Self.seconds(timeout))") }
             limits.append("--max-attempts \(maxAttempts == 0 ? "unlimited" : "\(maxAttempts)")")
-            // "gave up after 3 attempts in 2 s: connect(): Connection refused" → "after 3 attempts in 2 s: …"
-            var why = ": \(error)"
-            if case .connection(let s) = error { why = s.hasPrefix("gave up ") ? " " + s.dropFirst("gave up ".count) : ": " + s }
+            let why: String
+            switch error {
+            case let .gaveUp(attempts, seconds, reason): why = " \(ReplicationError.attempts(attempts, in: seconds)): \(reason)"
+            case .connection(let s): why = ": " + s
+            default: why = ": \(error)"
+            }
             return (.unreachable, "gave up on \(url), unreachable\(why) (\(limits.joined(separator: ", ")))")
         }
     }

@@ -1,3 +1,4 @@
+import FerryServer
 import Foundation
 
 /// `ferry status`'s screen as a pure function: a snapshot (and the one before it, for rates)
@@ -89,10 +90,10 @@ struct StatusView {
         table.rows = snapshot.jobs.map { job in
             let rates = Self.rates(job, in: snapshot, previous: previous)
             let fraction = Self.fraction(job)
-            let done = job.progress.map { "\(HumanFormat.count($0.completed))/\(HumanFormat.count($0.total))" } ?? "–"
+            let done = job.info.progress.map { "\(HumanFormat.count($0.completed))/\(HumanFormat.count($0.total))" } ?? "–"
             // The counter covers the whole run; the list only the latest few, but a daemon
             // that keeps no counter still has its list.
-            let failures = max(job.writeFailures, Int64(job.failures.count))
+            let failures = max(job.info.docWriteFailures, Int64((job.info.failures ?? []).count))
             return [
                 .text(StyledLine(job.id)), .text(StyledLine(job.database)), .text(StyledLine(job.peer)),
                 .text(StyledLine(job.direction)), .text(StyledLine(job.state, Self.style(ofState: job.state))),
@@ -100,7 +101,7 @@ struct StatusView {
                 .text(StyledLine(done)),
                 .text(StyledLine(rates.docs.map { "\(HumanFormat.rate($0))/s" } ?? "–")),
                 .text(StyledLine(rates.eta.map(HumanFormat.duration) ?? "–")),
-                .text(StyledLine(HumanFormat.count(job.docsRead))), .text(StyledLine(HumanFormat.count(job.docsWritten))),
+                .text(StyledLine(HumanFormat.count(job.info.docsRead))), .text(StyledLine(HumanFormat.count(job.info.docsWritten))),
                 .text(failures > 0 ? StyledLine(HumanFormat.count(failures), .red) : StyledLine("0")),
             ]
         }
@@ -111,7 +112,7 @@ struct StatusView {
     /// How far along a job is, 0…1; nil when it does not know how much there is to do.
     static func fraction(_ job: SchedulerJob) -> Double? {
         if job.state == "completed" { return 1 }
-        guard let p = job.progress, p.total > 0 else { return nil }
+        guard let p = job.info.progress, p.total > 0 else { return nil }
         return min(1, max(0, Double(p.completed) / Double(p.total)))
     }
 
@@ -124,10 +125,10 @@ struct StatusView {
         guard let previous, let before = previous.jobs.first(where: { $0.id == job.id }) else { return (nil, nil) }
         let seconds = snapshot.takenAt - previous.takenAt
         guard seconds > 0 else { return (nil, nil) }
-        let read = job.docsRead - before.docsRead
-        let written = job.docsWritten - before.docsWritten
+        let read = job.info.docsRead - before.info.docsRead
+        let written = job.info.docsWritten - before.info.docsWritten
         let docs: Double? = read >= 0 && written >= 0 ? Double(max(read, written)) / seconds : nil
-        guard let now = job.progress, let then = before.progress, now.total > now.completed,
+        guard let now = job.info.progress, let then = before.info.progress, now.total > now.completed,
               now.completed > then.completed else { return (docs, nil) }
         let perSecond = Double(now.completed - then.completed) / seconds
         return (docs, Double(now.total - now.completed) / perSecond)
@@ -161,8 +162,8 @@ struct StatusView {
     static func recentErrors(_ jobs: [SchedulerJob]) -> [ErrorEntry] {
         var entries: [ErrorEntry] = []
         for job in jobs {
-            if let e = job.error { entries.append(ErrorEntry(time: job.errorTime, job: job.id, text: e)) }
-            for f in job.failures { entries.append(ErrorEntry(time: f.time, job: job.id, text: "\(f.documentID): \(f.reason)")) }
+            if let e = job.info.error { entries.append(ErrorEntry(time: job.info.errorTime, job: job.id, text: e)) }
+            for f in job.info.failures ?? [] { entries.append(ErrorEntry(time: f.time, job: job.id, text: "\(f.documentID): \(f.reason)")) }
             for event in job.history where event.type == "crashed" {
                 entries.append(ErrorEntry(time: event.timestamp, job: job.id, text: event.reason ?? "crashed"))
             }

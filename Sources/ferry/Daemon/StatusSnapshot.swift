@@ -1,3 +1,4 @@
+import FerryServer
 import FerryStore
 
 /// What `ferry status` shows at one moment: the daemon, its databases and its replication
@@ -59,10 +60,5 @@ struct StatusSnapshot: Sendable {
     /// `--json`: `{"databases":[…],"replications":[…]}` with the daemon's own objects.
     var json: JSONValue {
         .object(["databases": .array(databases.map(\.json)), "replications": .array(jobs.map(\.json))])
-    }
-
-    /// Reads `GET /_scheduler/jobs`'s answer (`{"jobs":[…]}`), or a bare array of jobs.
-    static func jobs(from json: JSONValue) -> [SchedulerJob] {
-        (json.objectValue?["jobs"]?.arrayValue ?? json.arrayValue ?? []).map(SchedulerJob.init)
     }
 }

@@ -59,57 +59,58 @@ struct ReplicationCommand: AsyncParsableCommand {
             if let id, !ReplicationSpec.isValidID(id) { throw ValidationError("--id \(id): not empty, no '/', not starting with '_'") }
         }
 
-        /// The replication document this command describes.
-        func document() throws -> [String: JSONValue] {
-            var o: [String: JSONValue] = ["database": .string(database), "peer": .string(peer),
-                                          "direction": .string(push ? "push" : pull ? "pull" : "both"), "continuous": .bool(continuous)]
-            if !docIDs.isEmpty { o["doc_ids"] = .array(docIDs.map { .string($0) }) }
-            if let filter { o["filter"] = .string(filter) }
-            if let peerProtocol { o["protocol"] = .string(peerProtocol) }
+        /// The replication this command describes, checked as the daemon checks a document
+        /// (`ReplicationSpec.validated`), so a mistake is said here rather than by the daemon.
+        func spec(id: String) throws -> ReplicationSpec {
+            var s = ReplicationSpec(id: id, database: database, peer: peer, direction: push ? .push : pull ? .pull : .both)
+            s.continuous = continuous
+            if let peerProtocol {
+                guard let p = ReplicatorConfiguration.PeerProtocol(rawValue: peerProtocol) else {
+                    throw ValidationError("--protocol \(peerProtocol): automatic, couchdb or blip")
+                }
+                s.peerProtocol = p
+            }
+            guard let policy = ReplicationSpec.ConflictPolicy(rawValue: conflicts) else {
+                throw ValidationError("--conflicts \(conflicts): default, local or remote")
+            }
+            s.conflicts = policy
+            if !docIDs.isEmpty { s.documentIDs = docIDs }
+            s.filter = filter
             if let selector {
                 guard let v = try? JSONParser.parse(Array(selector.utf8)), v.objectValue != nil else {
                     throw ValidationError("--selector must be a JSON object")
                 }
-                o["selector"] = v
+                s.selector = v
             }
-            if !params.isEmpty {
-                var q: [String: JSONValue] = [:]
-                for p in params {
-                    guard let eq = p.firstIndex(of: "=") else { throw ValidationError("--param \(p): expected key=value") }
-                    q[String(p[..<eq])] = .string(String(p[p.index(after: eq)...]))
-                }
-                o["query_params"] = .object(q)
+            for p in params {
+                guard let eq = p.firstIndex(of: "=") else { throw ValidationError("--param \(p): expected key=value") }
+                s.queryParameters[String(p[..<eq])] = String(p[p.index(after: eq)...])
             }
-            if let peerUser, let peerPassword { o["auth"] = .object(["basic": .object(["username": .string(peerUser), "password": .string(peerPassword)])]) }
-            if !pin.isEmpty { o["tls_pins"] = .array(pin.map { .string($0) }) }
-            o["conflicts"] = .string(conflicts)
-            if let batchSize { o["batch_size"] = .int(Int64(batchSize)) }
+            (s.user, s.password) = (peerUser, peerPassword)
+            s.pins = pin
+            s.batchSize = batchSize
             if let every {
-                var s: [String: JSONValue] = ["every": .string(every)]
-                if let budget { s["budget"] = .string(budget) }
-                if let backgroundEvery { s["background_every"] = .string(backgroundEvery) }
-                o["schedule"] = .object(s)
+                s.schedule = ReplicationSpec.Schedule(every: try Self.seconds(every, "--every"),
+                                                      backgroundEvery: try backgroundEvery.map { try Self.seconds($0, "--background-every") },
+                                                      budget: try budget.map { try Self.seconds($0, "--budget") } ?? 0)
             }
-            if !interfaces.isEmpty || whenReachable {
-                o["conditions"] = .object(["interfaces": .array(interfaces.map { .string($0) }), "reachable": .bool(whenReachable)])
-            }
-            if !downloadRules.isEmpty { o["download"] = .array(try downloadRules.map(DownloadRuleJSON.parse)) }
-            return o
+            s.conditions = ReplicationSpec.Conditions(interfaces: interfaces, reachable: whenReachable)
+            s.download = try downloadRules.map(DownloadRuleJSON.parse)
+            do { return try s.validated() } catch { throw ValidationError(error.reason) }
         }
 
-        /// `DATABASE-HOST-PORT`, the default ID.
-        var defaultID: String {
-            let c = URLComponents(string: peer)
-            return [database, c?.host, c?.port.map(String.init)].compactMap { $0 }.joined(separator: "-")
+        /// A duration option's seconds (`30s`, `15m`, `1h`, or a number).
+        static func seconds(_ text: String, _ option: String) throws -> Double {
+            guard let d = ReplicationSpec.parseDuration(text) else { throw ValidationError("\(option) \(text): not a duration such as 30s, 15m, 1h") }
+            return d
         }
 
         func run() async throws {
-            let body = try document()
-            let id = self.id ?? defaultID
-            let spec: ReplicationSpec
-            do { spec = try ReplicationSpec(id: id, json: body) } catch { throw ValidationError(error.reason) }
+            let id = self.id ?? ReplicationSpec.defaultID(database: database, peer: peer)
+            let spec = try spec(id: id)
             if let client = try daemon.client() {
-                _ = try await client.send("PUT", "/_replicator/\(PercentDecoding.encodeSegment(id))\(exclusively ? "?exclusively=true" : "")", json: .object(body))
+                _ = try await client.send("PUT", "/_replicator/\(PercentDecoding.encodeSegment(id))\(exclusively ? "?exclusively=true" : "")",
+                                          json: .object(spec.storedJSON))
                 print("ferry: replication \(id) added to the daemon at \(client.url)\(exclusively ? " (exclusively)" : "")")
             } else {
                 try OfflineReplications(daemon).update { entries in
@@ -135,18 +136,14 @@ struct ReplicationCommand: AsyncParsableCommand {
         func run() async throws {
             let jobs = try await Jobs.all(daemon)
             if json {
-                print(String(decoding: CanonicalJSON.encode(.array(jobs)), as: UTF8.self))
+                print(String(decoding: CanonicalJSON.encode(.array(jobs.map(\.json))), as: UTF8.self))
                 return
             }
             if jobs.isEmpty { print("no replications"); return }
             for j in jobs {
-                let o = j.objectValue ?? [:]
-                let info = o["info"]?.objectValue ?? [:]
-                let dir = o["direction"]?.stringValue ?? "?"
-                let peer = dir == "pull" ? o["source"]?.stringValue : o["target"]?.stringValue
-                print([o["id"]?.stringValue ?? "?", o["state"]?.stringValue ?? "?", o["database"]?.stringValue ?? "?", dir,
-                       peer ?? "?", "pushed \(info["docs_pushed"]?.intValue ?? 0)", "pulled \(info["docs_pulled"]?.intValue ?? 0)",
-                       "failures \(info["doc_write_failures"]?.intValue ?? 0)"].joined(separator: "\t"))
+                let peer = j.direction == "pull" ? j.source : j.target
+                print([j.id, j.state, j.database, j.direction, peer, "pushed \(j.info.docsPushed)", "pulled \(j.info.docsPulled)",
+                       "failures \(j.info.docWriteFailures)"].joined(separator: "\t"))
             }
         }
     }
@@ -158,10 +155,10 @@ struct ReplicationCommand: AsyncParsableCommand {
         @OptionGroup var daemon: DaemonOptions
 
         func run() async throws {
-            guard let job = try await Jobs.all(daemon).first(where: { $0.objectValue?["id"]?.stringValue == id }) else {
+            guard let job = try await Jobs.all(daemon).first(where: { $0.id == id }) else {
                 throw CommandFailure("no replication \(id)")
             }
-            print(String(decoding: CanonicalJSON.encode(job), as: UTF8.self))
+            print(String(decoding: CanonicalJSON.encode(job.json), as: UTF8.self))
         }
     }
 
@@ -204,12 +201,12 @@ struct ReplicationCommand: AsyncParsableCommand {
 
 /// Reading and changing replications through the daemon or its file.
 enum Jobs {
-    /// Every job, in `_scheduler/jobs` shape.
-    static func all(_ daemon: DaemonOptions) async throws -> [JSONValue] {
+    /// Every job, from the daemon's `_scheduler/jobs` or, with none running, its file.
+    static func all(_ daemon: DaemonOptions) async throws -> [SchedulerJob] {
         if let client = try daemon.client() {
-            return try await client.get("/_scheduler/jobs").objectValue?["jobs"]?.arrayValue ?? []
+            return SchedulerJob.list(from: try await client.get("/_scheduler/jobs"))
         }
-        return try OfflineReplications(daemon).entries().map(\.jobJSON)
+        return try OfflineReplications(daemon).entries().map(\.job)
     }
 
     static func setPaused(_ daemon: DaemonOptions, _ id: String, _ paused: Bool) async throws {
@@ -227,39 +224,6 @@ enum Jobs {
     }
 }
 
-/// The replications file of data no daemon serves, changed under the daemon's lock (so a
-/// daemon starting meanwhile waits for nothing and reads a whole file).
-struct OfflineReplications {
-    let store: ReplicationStore
-    let prefix: String
-
-    init(_ daemon: DaemonOptions) throws {
-        if let data = daemon.data {
-            store = ReplicationStore(dataDirectory: data)
-            prefix = DaemonEndpoint.prefix(for: .directory(data))
-        } else if let db = daemon.db {
-            store = ReplicationStore(path: db + ".replicator.json")
-            prefix = DaemonEndpoint.prefix(for: .single(name: "", path: db))
-        } else {
-            throw ValidationError("give --data DIR or --db FILE")
-        }
-    }
-
-    func entries() throws -> [ReplicationStore.Entry] {
-        try store.load().values.sorted { $0.spec.id < $1.spec.id }
-    }
-
-    func update(_ change: (inout [String: ReplicationStore.Entry]) throws -> Void) throws {
-        let dir = (store.path as NSString).deletingLastPathComponent
-        if !dir.isEmpty { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
-        let lock = try DaemonEndpoint.lock(prefix)
-        defer { lock.release() }
-        var all = try store.load()
-        try change(&all)
-        try store.save(all)
-    }
-}
-
 /// A `--download-rule` argument as the JSON a replication document keeps.
 enum DownloadRuleJSON {
     static func parse(_ argument: String) throws -> JSONValue {
@@ -268,42 +232,4 @@ enum DownloadRuleJSON {
         let bytes = try JSONEncoder().encode(rule)
         return try JSONParser.parse(Array(bytes), sizeLimit: bytes.count + 1)
     }
-}
-
-/// `ferry policy mode active|background`: which period a daemon's periodic replications use.
-struct PolicyCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "policy", abstract: "Switch a daemon's periodic replications between their active and background periods.",
-        subcommands: [Mode.self])
-
-    /// `ferry policy mode [active|background]`.
-    struct Mode: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
-            abstract: "Show or set the mode (also: SIGUSR1 = active, SIGUSR2 = background to the daemon).",
-            discussion: "Example: ferry policy mode background --data ~/ferry")
-        @Argument(help: "active or background (omit to show the mode).") var mode: String?
-        @OptionGroup var daemon: DaemonOptions
-
-        func validate() throws {
-            if let mode, ReplicationScheduler.Mode(rawValue: mode) == nil { throw ValidationError("the mode is active or background") }
-        }
-
-        func run() async throws {
-            guard let client = try daemon.client() else { throw CommandFailure("no daemon serves that data (start one with ferry serve)") }
-            let answer: JSONValue
-            if let mode {
-                answer = try await client.send("PUT", "/_scheduler/mode", json: .object(["mode": .string(mode)]))
-            } else {
-                answer = try await client.get("/_scheduler/mode")
-            }
-            print(answer.objectValue?["mode"]?.stringValue ?? "?")
-        }
-    }
-}
-
-/// A command that could not do its work (not a usage error): `Error: …` and exit status 1,
-/// without the usage text a `ValidationError` prints.
-struct CommandFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }
