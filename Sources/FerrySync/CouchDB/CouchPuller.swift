@@ -1,3 +1,4 @@
+import FerryHTTP
 import FerryStore
 import Logging
 
@@ -6,7 +7,7 @@ import Logging
 /// here, fetched with `_bulk_get?revs=true&attachments=true&latest=true` (`atts_since` so
 /// attachments already here are not sent again) by several requests at once, inserted with
 /// their histories in one transaction per batch, then the checkpoint. Continuous: once caught
-/// up, long-polls `_changes` for more.
+/// up, follows `_changes?feed=continuous` with a heartbeat.
 struct CouchPuller: Sendable {
     let remote: CouchRemote
     let database: Database
@@ -17,8 +18,6 @@ struct CouchPuller: Sendable {
 
     /// Documents per `_bulk_get` request.
     static let fetchChunk = 100
-    /// Seconds a long-poll waits on the server before it answers with nothing.
-    static let longpollTimeout = 30.0
 
     /// Runs from the checkpoint until caught up (one-shot) or until cancelled (continuous).
     func run(reset: Bool) async throws(ReplicationError) {
@@ -26,7 +25,7 @@ struct CouchPuller: Sendable {
         var stats = ["docs_read": 0, "docs_written": 0, "doc_write_failures": 0, "missing_checked": 0, "missing_found": 0]
         // The next page is read and fetched while this one is stored: a page's documents are
         // in no other page of the same pass, so what it lacks does not depend on this one.
-        var next = prepare(since: since, longpoll: false)
+        var next = prepare(since: since)
         while !Task.isCancelled {
             let current = next
             let page = try await withTaskCancellationHandler { await current.value } onCancel: { current.cancel() }.get()
@@ -39,11 +38,13 @@ struct CouchPuller: Sendable {
                 try await checkpoint.flush()
                 reporter.caughtUp(.pull)
                 guard configuration.continuous else { return }
-                next = prepare(since: since, longpoll: true)
-                continue
+                // Caught up: one continuous feed from here on, until stopped. If it ends or
+                // breaks, the replicator starts a new session from the checkpoint.
+                try await follow(since: since, stats: &stats)
+                throw .connection("the continuous _changes feed ended")
             }
             guard let lastSeq = page.lastSeq else { throw .protocolError("_changes answered without last_seq") }
-            next = prepare(since: lastSeq, longpoll: false)
+            next = prepare(since: lastSeq)
             reporter.found(page.rows, direction: .pull)
             stats["missing_checked", default: 0] += page.checked
             stats["missing_found", default: 0] += page.missing
@@ -75,10 +76,10 @@ struct CouchPuller: Sendable {
     }
 
     /// Starts reading the page of `_changes` after `since` and fetching what it lacks here.
-    private func prepare(since: JSONValue, longpoll: Bool) -> Task<Result<Page, ReplicationError>, Never> {
+    private func prepare(since: JSONValue) -> Task<Result<Page, ReplicationError>, Never> {
         Task {
             do throws(ReplicationError) {
-                let (rows, lastSeq) = try await changes(since: since, longpoll: longpoll)
+                let (rows, lastSeq) = try await changes(since: since)
                 var page = Page(rows: rows.count, lastSeq: lastSeq)
                 guard !rows.isEmpty else { return .success(page) }
                 let missing = try missingRevisions(rows)
@@ -92,6 +93,67 @@ struct CouchPuller: Sendable {
         }
     }
 
+    /// Heartbeat of the continuous feed, and the silence after which it counts as dead.
+    static let heartbeat = 10.0
+
+    /// Follows `_changes?feed=continuous&heartbeat=…` (RP "Listen to Changes Feed"): each
+    /// read's complete lines are one batch — fetched, stored and checkpointed before the next
+    /// read is looked at (the feed waits in the connection's buffer meanwhile). Returns when
+    /// the server ends the feed; a missed heartbeat is a timeout.
+    private func follow(since start: JSONValue, stats: inout [String: Int]) async throws(ReplicationError) {
+        let (method, sub, body) = changesRequest(since: start, feed: ["feed=continuous", "heartbeat=\(Int(Self.heartbeat * 1000))"])
+        let feed = try await remote.stream(method, sub, json: body, timeout: Self.heartbeat * 3)
+        var pending: [UInt8] = []
+        var pieces = feed.body.makeAsyncIterator()
+        while true {
+            let piece: [UInt8]?
+            do { piece = try await pieces.next() } catch {
+                throw (error as? HTTPClientError).map(CouchRemote.map) ?? .connection("\(error)")
+            }
+            guard let piece else { return }
+            pending += piece
+            var rows: [Row] = []
+            var lastSeq: JSONValue?
+            while let end = pending.firstIndex(of: 10) {
+                let line = Array(pending[..<end])
+                pending.removeSubrange(...end)
+                guard line.contains(where: { $0 != 32 && $0 != 13 && $0 != 9 }) else { continue }  // a heartbeat
+                guard let o = (try? JSONParser.parse(line, sizeLimit: Self.maxLine))?.objectValue else {
+                    throw .protocolError("a continuous _changes line is not a JSON object")
+                }
+                if o["last_seq"] != nil { return }  // the server ended the feed
+                guard let id = o["id"]?.stringValue else { continue }
+                let revs = (o["changes"]?.arrayValue ?? []).compactMap { $0.objectValue?["rev"]?.stringValue }
+                if !revs.isEmpty { rows.append(Row(id: id, revisions: revs)) }
+                lastSeq = o["seq"] ?? lastSeq
+            }
+            guard pending.count <= Self.maxLine else { throw .protocolError("a continuous _changes line over \(Self.maxLine) bytes") }
+            guard let lastSeq else { continue }
+            try await take(rows, lastSeq: lastSeq, stats: &stats)
+            reporter.caughtUp(.pull)
+        }
+    }
+
+    /// The longest line of the continuous feed accepted (a row names one document's leaves).
+    static let maxLine = 16 << 20
+
+    /// Fetches, stores and checkpoints one batch of the continuous feed.
+    private func take(_ rows: [Row], lastSeq: JSONValue, stats: inout [String: Int]) async throws(ReplicationError) {
+        if !rows.isEmpty {
+            reporter.found(rows.count, direction: .pull)
+            let missing = try missingRevisions(rows)
+            stats["missing_checked", default: 0] += rows.reduce(0) { $0 + $1.revisions.count }
+            stats["missing_found", default: 0] += missing.reduce(0) { $0 + $1.revisions.count }
+            let (docs, failures) = try await fetch(missing)
+            stats["docs_read", default: 0] += docs.count
+            let written = store(docs)
+            stats["docs_written", default: 0] += written
+            stats["doc_write_failures", default: 0] += failures + (docs.count - written)
+            reporter.completed(rows.count)
+        }
+        try await checkpoint.save(seq: lastSeq, stats: stats)
+    }
+
     /// One change row: the document and its leaf revisions.
     struct Row: Sendable {
         let id: String
@@ -99,9 +161,27 @@ struct CouchPuller: Sendable {
     }
 
     /// One page of `_changes` after `since`, and its `last_seq`.
-    private func changes(since: JSONValue, longpoll: Bool) async throws(ReplicationError) -> ([Row], JSONValue?) {
-        var query = ["style=all_docs", "limit=\(configuration.batchSize)", "since=" + CouchRemote.encode(Self.sequenceText(since))]
-        if longpoll { query += ["feed=longpoll", "timeout=\(Int(Self.longpollTimeout * 1000))", "heartbeat=10000"] }
+    private func changes(since: JSONValue) async throws(ReplicationError) -> ([Row], JSONValue?) {
+        let (method, sub, body) = changesRequest(since: since, feed: ["limit=\(configuration.batchSize)"])
+        let json = try await remote.expect(method, sub, json: body)
+        guard let results = json.objectValue?["results"]?.arrayValue else {
+            throw .protocolError("_changes answered without results")
+        }
+        var rows: [Row] = []
+        rows.reserveCapacity(results.count)
+        for r in results {
+            guard let o = r.objectValue, let id = o["id"]?.stringValue else { continue }
+            let revs = (o["changes"]?.arrayValue ?? []).compactMap { $0.objectValue?["rev"]?.stringValue }
+            if !revs.isEmpty { rows.append(Row(id: id, revisions: revs)) }
+        }
+        return (rows, json.objectValue?["last_seq"])
+    }
+
+    /// The `_changes` request after `since` with `feed` parameters: every leaf
+    /// (`style=all_docs`) and the configured filter (`doc_ids` and `selector` go in a POST
+    /// body, a design filter and its parameters in the query).
+    private func changesRequest(since: JSONValue, feed: [String]) -> (method: String, sub: String, body: JSONValue?) {
+        var query = ["style=all_docs", "since=" + CouchRemote.encode(Self.sequenceText(since))] + feed
         var body: JSONValue?
         if let ids = configuration.documentIDs {
             query.append("filter=_doc_ids")
@@ -115,20 +195,7 @@ struct CouchPuller: Sendable {
                 query.append(CouchRemote.encode(k) + "=" + CouchRemote.encode(v))
             }
         }
-        let sub = "_changes?" + query.joined(separator: "&")
-        let timeout = longpoll ? Self.longpollTimeout + 60 : nil
-        let json = try await remote.expect(body == nil ? "GET" : "POST", sub, json: body, timeout: timeout)
-        guard let results = json.objectValue?["results"]?.arrayValue else {
-            throw .protocolError("_changes answered without results")
-        }
-        var rows: [Row] = []
-        rows.reserveCapacity(results.count)
-        for r in results {
-            guard let o = r.objectValue, let id = o["id"]?.stringValue else { continue }
-            let revs = (o["changes"]?.arrayValue ?? []).compactMap { $0.objectValue?["rev"]?.stringValue }
-            if !revs.isEmpty { rows.append(Row(id: id, revisions: revs)) }
-        }
-        return (rows, json.objectValue?["last_seq"])
+        return (body == nil ? "GET" : "POST", "_changes?" + query.joined(separator: "&"), body)
     }
 
     /// A sequence as `since=` takes it: CouchDB 2+ sequences are opaque strings, 1.x ones numbers.

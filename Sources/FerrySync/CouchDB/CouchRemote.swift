@@ -83,11 +83,21 @@ final class CouchRemote: Sendable {
     }
 
     /// A streamed `GET db/<sub>` (the continuous `_changes` feed).
-    func stream(_ sub: String, timeout: Double) async throws(ReplicationError) -> HTTPClientStream {
+    /// A streamed request to `db/<sub>` (the continuous `_changes` feed); an answer outside
+    /// 2xx throws, as `expect` does.
+    func stream(_ method: String, _ sub: String, json: JSONValue?, timeout: Double) async throws(ReplicationError) -> HTTPClientStream {
         try await login(force: false)
-        var request = HTTPClientRequest(method: "GET", endpoint: endpoint, target: path + "/" + sub, headers: authHeaders(), timeout: timeout)
+        var headers = authHeaders() + [("Accept", "application/json")]
+        if json != nil { headers.append(("Content-Type", "application/json")) }
+        var request = HTTPClientRequest(method: method, endpoint: endpoint, target: path + "/" + sub, headers: headers,
+                                        body: json.map { CanonicalJSON.encode($0) }, timeout: timeout)
         request.headers += extraHeaders
-        do { return try await client.stream(request) } catch { throw Self.map(error) }
+        let stream: HTTPClientStream
+        do { stream = try await client.stream(request) } catch { throw Self.map(error) }
+        guard (200..<300).contains(stream.head.status) else {
+            throw .httpStatus(stream.head.status, "\(method) \(sub.prefix { $0 != "?" })")
+        }
+        return stream
     }
 
     /// The error for a non-2xx answer.
