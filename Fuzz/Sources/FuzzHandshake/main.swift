@@ -67,7 +67,7 @@ enum ExtensionProbe {
 
 enum UpgradeRequestProbe {
     static func negotiate(_ req: HTTPRequestHead) -> String? {
-        req.headers.tokens("Sec-WebSocket-Protocol").first { $0 == "chat" }
+        req.tokens("Sec-WebSocket-Protocol").first { $0 == "chat" }
     }
 }
 
