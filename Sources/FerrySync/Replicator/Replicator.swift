@@ -9,6 +9,9 @@ import Synchronization
 
 /// Replicates a local database with a peer (Couchbase Lite's `Replicator`): push, pull or
 /// both, one-shot or continuous, with checkpoints, conflict resolution, retries and status.
+/// A `ws(s)://` peer speaks BLIP (Couchbase Lite, Sync Gateway, Ferry); an `http(s)://` peer
+/// CouchDB's replication protocol (CouchDB, Cloudant, PouchDB Server; Protocol/replication-http.md),
+/// unless `peerProtocol` says otherwise.
 ///
 /// ```swift
 /// var config = ReplicatorConfiguration(database: db, target: "ws://192.168.1.20:4984/tasks")
