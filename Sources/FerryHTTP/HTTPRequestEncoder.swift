@@ -7,13 +7,21 @@ public enum HTTPRequestEncoder {
     /// says `Content-Length: 0`, as servers expect).
     public static func encode(method: String, target: String, headers: [(name: String, value: String)],
                               body: [UInt8]? = nil) -> [UInt8] {
+        var out = encodeHead(method: method, target: target, headers: headers, bodyLength: body?.count)
+        if let body { out += body }
+        return out
+    }
+
+    /// The head alone, announcing a body of `bodyLength` bytes (sent after it, e.g. once the
+    /// server answered `100 Continue` to `Expect: 100-continue`).
+    public static func encodeHead(method: String, target: String, headers: [(name: String, value: String)],
+                                  bodyLength: Int?) -> [UInt8] {
         var out = requestLine(method: method, target: target)
         HTTPResponseEncoder.appendFields(headers, to: &out)
-        if body != nil || ["POST", "PUT", "PATCH"].contains(method) {
-            HTTPResponseEncoder.appendField("Content-Length", String(body?.count ?? 0), to: &out)
+        if bodyLength != nil || ["POST", "PUT", "PATCH"].contains(method) {
+            HTTPResponseEncoder.appendField("Content-Length", String(bodyLength ?? 0), to: &out)
         }
         out += HTTPResponseEncoder.crlf
-        if let body { out += body }
         return out
     }
 

@@ -3,13 +3,16 @@
 ///
 /// A response's framing depends on the request it answers (RFC 9112 §6.3): before each request
 /// the caller says which method it sent (`expectResponse(toMethod:)`), so the answer to a `HEAD`
-/// is read without a body. Interim `1xx` responses are skipped. A response with neither
+/// is read without a body. An interim `1xx` response is reported (`interim`) and the final one
+/// follows. A response with neither
 /// `Content-Length` nor chunking runs until the server closes; `finish()` ends it. A response
 /// that breaks the protocol throws an `HTTPError` (status 502: the server's fault) and the
 /// decoder stays failed.
 public struct HTTPResponseDecoder: Sendable {
     /// What the decoder read.
     public enum Event: Sendable, Equatable {
+        /// An interim (`1xx`) response, e.g. `100 Continue`; the final one follows.
+        case interim(HTTPResponseHead)
         /// A response's head. Its body, if any, follows.
         case head(HTTPResponseHead)
         /// The next piece of the body (de-chunked, still content-coded).
@@ -91,7 +94,10 @@ public struct HTTPResponseDecoder: Sendable {
             }
             guard let bytes = try reader.nextHead() else { return false }
             let (head, minor) = try HTTPHeadReader.parseResponse(bytes, limits: limits)
-            if head.status < 200 { return true }  // interim (100 Continue, 103): the final one follows
+            if head.status < 200 {
+                events.append(.interim(head))  // 100 Continue, 103: the final one follows
+                return true
+            }
             let framing = try Self.framing(of: head, minorVersion: minor, method: method, maxBodySize: maxBodySize)
             reader.maxBodySize = maxBodySize
             keepAlive = Self.persists(head, minorVersion: minor) && framing != .untilClose

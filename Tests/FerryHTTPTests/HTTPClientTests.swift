@@ -15,13 +15,23 @@ private final class CannedServer: ConnectionHandler, @unchecked Sendable {
     // Loop-confined per connection: one handler object per accepted connection.
     private var decoder = HTTPRequestDecoder()
     private var target = ""
+    private var received = 0
 
     func connectionRead(_ tcp: TCPConnection, _ bytes: UnsafeMutableRawBufferPointer) {
         guard let events = try? decoder.feed(UnsafeRawBufferPointer(bytes)) else { tcp.abort(nil); return }
         for e in events {
             switch e {
-            case .head(let h): target = h.target
-            case .body: break
+            case .head(let h):
+                target = h.target
+                received = 0
+                if target == "/refuse" {
+                    // Refused on its head: the body is not wanted.
+                    tcp.write(HTTPResponseEncoder.encode(HTTPResponseHead(status: 413, headers: [("Connection", "close")]), body: Array("no".utf8)))
+                    tcp.close()
+                    return
+                }
+                if h.expectsContinue { tcp.write(HTTPResponseEncoder.continueResponse) }
+            case .body(let b): received += b.count
             case .end: answer(tcp)
             }
         }
@@ -33,6 +43,7 @@ private final class CannedServer: ConnectionHandler, @unchecked Sendable {
         }
         switch target {
         case "/hello": whole(200, "hello")
+        case "/expect": whole(200, "got \(received)")
         case "/chunked":
             tcp.write(HTTPResponseEncoder.encodeChunkedHead(HTTPResponseHead(status: 200)))
             tcp.write(HTTPResponseEncoder.chunk(Array("abc".utf8)) + HTTPResponseEncoder.chunk(Array("de".utf8)) + HTTPResponseEncoder.lastChunk)
@@ -132,6 +143,24 @@ struct HTTPClientTests {
         var text = ""
         for try await piece in s.body { text += String(decoding: piece, as: UTF8.self) }
         #expect(text == "line 0\nline 1\nline 2\n")
+        await listener.close()
+    }
+
+    @Test func expectContinueSendsTheBodyOnlyOnceAgreed() async throws {
+        let group = try EventLoopGroup(loopCount: 1)
+        defer { group.shutdown() }
+        let (listener, endpoint, accepted) = try await server(group)
+        let client = HTTPClient(eventLoopGroup: group)
+        let body = [UInt8](repeating: 7, count: 100_000)
+        let ok = try await client.execute(HTTPClientRequest(method: "PUT", endpoint: endpoint, target: "/expect",
+                                                            headers: [("Expect", "100-continue")], body: body))
+        #expect(ok.status == 200 && ok.body == Array("got 100000".utf8), "the body went after 100 Continue")
+        let refused = try await client.execute(HTTPClientRequest(method: "PUT", endpoint: endpoint, target: "/refuse",
+                                                                 headers: [("Expect", "100-continue")], body: body))
+        #expect(refused.status == 413, "a final answer before the body is returned")
+        let before = accepted.value
+        _ = try await client.execute(HTTPClientRequest(method: "GET", endpoint: endpoint, target: "/hello"))
+        #expect(accepted.value == before + 1, "the refused connection is not used again")
         await listener.close()
     }
 

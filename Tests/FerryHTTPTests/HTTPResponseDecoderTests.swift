@@ -20,6 +20,7 @@ struct HTTPResponseDecoderTests {
                 case .head(let h): status = h.status; body = []
                 case .body(let b): body += b
                 case .end: out.append((status, String(decoding: body, as: UTF8.self)))
+                case .interim: break
                 }
             }
             return out

@@ -76,6 +76,14 @@ struct CouchReplicationClientTests {
         withAttachment.properties["_attachments"] = .object(["note.txt": .object(["content_type": "text/plain", "digest": .string(blob.digest.description),
                                                                                   "length": .int(blob.length)])])
         _ = try a.save(withAttachment)
+        // A large one: pushed as multipart/related, pulled with a GET of its own.
+        let large = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 8) }
+        let bigBlob = try a.writeBlob(large)
+        var withLarge = try #require(try a.document("doc-6"))
+        withLarge.properties["_attachments"] = .object(["big.bin": .object(["content_type": "application/octet-stream",
+                                                                            "digest": .string(bigBlob.digest.description),
+                                                                            "length": .int(bigBlob.length)])])
+        _ = try a.save(withLarge)
 
         let push = await run(a, fixture, .push)
         #expect(push.error == nil, "\(String(describing: push.error))")
@@ -90,12 +98,16 @@ struct CouchReplicationClientTests {
         let pull = await run(b, fixture, .pull)
         #expect(pull.error == nil && pull.pulled == 302 - 1 && pull.failed == 0, "\(pull)")
         // Bodies arrive as they left; an attachment entry gains CouchDB's revpos and MD5 on the way.
-        let plain = ids.filter { $0 != "doc-5" }
+        let plain = ids.filter { $0 != "doc-5" && $0 != "doc-6" }
         #expect(try leaves(b, plain) == leaves(a, plain), "leaves and bodies arrive as they left")
         #expect(try b.revisionTree(of: "doc-3")?.leaves.count == 2, "the conflict travels as a conflict under keep")
         let attachment = try #require(try b.document("doc-5")?.properties["_attachments"]?.objectValue?["note.txt"]?.objectValue)
         let digest = try BlobDigest(try #require(attachment["digest"]?.stringValue))
         #expect(try b.readBlob(digest: digest).readAll() == Array("attached bytes".utf8))
+        let big = try #require(try b.document("doc-6")?.properties["_attachments"]?.objectValue?["big.bin"]?.objectValue)
+        #expect(try b.readBlob(digest: BlobDigest(try #require(big["digest"]?.stringValue))).readAll() == large)
+        let onRemote = try #require(try remote.document("doc-6")?.properties["_attachments"]?.objectValue?["big.bin"]?.objectValue)
+        #expect(onRemote["length"]?.intValue == 300_000, "the multipart push stored the whole attachment")
         let pullAgain = await run(b, fixture, .pull)
         #expect(pullAgain.error == nil && pullAgain.pulled == 0, "a second pull moves nothing: \(pullAgain)")
         await fixture.stop()

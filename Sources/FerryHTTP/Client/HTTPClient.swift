@@ -3,7 +3,8 @@ import Foundation
 import Synchronization
 
 /// Ferry's one HTTP/1.1 client (Protocol/http.md, "Client"): kept-alive connections pooled
-/// per endpoint, chunked and fixed-length bodies, gzip responses, timeouts, redirects followed
+/// per endpoint, chunked and fixed-length bodies, gzip responses, timeouts, `Expect:
+/// 100-continue` (a request that carries it sends its body once the server agrees), redirects followed
 /// for `GET`/`HEAD` as CouchDB's replicator does, and TLS through FerryNet with the same trust
 /// options (`TLSClientConfiguration`: system store, CA file, pins, client certificate) as
 /// `wss://`.
@@ -124,14 +125,17 @@ public final class HTTPClient: Sendable {
         let gzip = configuration.acceptGzip && request["Accept-Encoding"] == nil
         let response = try await withRetryOnStaleConnection(request) { (connection) async throws(HTTPClientError) -> HTTPClientResponse in
             let sink = BufferingSink()
-            let bytes = encode(request, gzip: gzip)
+            // `Expect: 100-continue` with a body: the head first, the body once the server says so.
+            let expects = request.body != nil && request["Expect"]?.caseInsensitiveEquals("100-continue") == true
+            let bytes = expects ? encodeHead(request, gzip: gzip) : encode(request, gzip: gzip)
+            let held = expects ? request.body : nil
             let timeout = request.timeout ?? configuration.readTimeout
             let limit = configuration.maxResponseSize
             let result: Result<HTTPClientResponse, HTTPClientError> = await withTaskCancellationHandler {
                 await withCheckedContinuation { c in
                     sink.continuation = c
                     let accepted = connection.loop?.execute {
-                        connection.exchange(bytes, method: request.method, timeout: timeout, maxBodySize: limit, sink: sink)
+                        connection.exchange(bytes, heldBody: held, method: request.method, timeout: timeout, maxBodySize: limit, sink: sink)
                     } ?? false
                     if !accepted { sink.responseFailed(.transport(.loopShutDown)) }
                 }
@@ -174,11 +178,21 @@ public final class HTTPClient: Sendable {
 
     /// The request's bytes, with the fields the client adds.
     private func encode(_ request: HTTPClientRequest, gzip: Bool) -> [UInt8] {
+        HTTPRequestEncoder.encode(method: request.method, target: request.target, headers: fields(request, gzip: gzip), body: request.body)
+    }
+
+    /// The request's head alone (its body held back for `100 Continue`).
+    private func encodeHead(_ request: HTTPClientRequest, gzip: Bool) -> [UInt8] {
+        HTTPRequestEncoder.encodeHead(method: request.method, target: request.target, headers: fields(request, gzip: gzip),
+                                      bodyLength: request.body?.count)
+    }
+
+    /// The request's fields after the ones the client adds.
+    private func fields(_ request: HTTPClientRequest, gzip: Bool) -> [(name: String, value: String)] {
         var headers: [(name: String, value: String)] = [("Host", request.endpoint.hostHeader)]
         if request["User-Agent"] == nil { headers.append(("User-Agent", configuration.userAgent)) }
         if gzip { headers.append(("Accept-Encoding", "gzip")) }
-        headers += request.headers
-        return HTTPRequestEncoder.encode(method: request.method, target: request.target, headers: headers, body: request.body)
+        return headers + request.headers
     }
 
     /// `location` (absolute, or relative to the request's URL) as an endpoint and target.

@@ -22,6 +22,9 @@ final class HTTPClientConnection: ConnectionHandler, @unchecked Sendable {
     private var sink: (any HTTPResponseSink)?
     /// Whether any byte of the current exchange's response arrived.
     private var answered = false
+    /// A body held back for `100 Continue` (`Expect: 100-continue`), and its wait.
+    private var heldBody: [UInt8]?
+    private var continueTimer: TimerHandle?
     private var timer: TimerHandle?
     private var timeout: Double = 60
     private var lastActivity = ContinuousClock.now
@@ -45,8 +48,13 @@ final class HTTPClientConnection: ConnectionHandler, @unchecked Sendable {
         connection.start(handler: self)
     }
 
-    /// Sends `bytes` (a whole request) and reports its response to `sink`. On the loop.
-    func exchange(_ bytes: [UInt8], method: String, timeout: Double, maxBodySize: Int, sink: any HTTPResponseSink) {
+    /// Sends `bytes` (a whole request, or its head when `heldBody` waits for `100 Continue`:
+    /// it goes on `100`, or after `continueWait` seconds without an answer, as RFC 9110 §10.1.1
+    /// lets a client; a final answer first means it is never sent, and the connection, whose
+    /// request is then incomplete, is not used again) and reports the response to `sink`. On
+    /// the loop.
+    func exchange(_ bytes: [UInt8], heldBody: [UInt8]? = nil, continueWait: Double = 1, method: String, timeout: Double,
+                  maxBodySize: Int, sink: any HTTPResponseSink) {
         guard let tcp, !tcp.isClosed, !isFinished, self.sink == nil else {
             sink.responseFailed(.closedBeforeResponse)
             return
@@ -58,6 +66,20 @@ final class HTTPClientConnection: ConnectionHandler, @unchecked Sendable {
         decoder.expectResponse(toMethod: method, maxBodySize: maxBodySize)
         armTimer(after: timeout)
         tcp.write(bytes)
+        if let heldBody {
+            self.heldBody = heldBody
+            continueTimer = tcp.loop.schedule(after: continueWait) { [self] in
+                continueTimer = nil
+                sendHeldBody()
+            }
+        }
+    }
+
+    private func sendHeldBody() {
+        guard let body = heldBody, let tcp else { return }
+        heldBody = nil
+        if let t = continueTimer { tcp.loop.cancel(t); continueTimer = nil }
+        tcp.write(body)
     }
 
     /// Closes the connection; an exchange in progress fails with `error`. On the loop.
@@ -103,7 +125,17 @@ final class HTTPClientConnection: ConnectionHandler, @unchecked Sendable {
         for e in events {
             guard let s = sink else { return }
             switch e {
-            case .head(let head): s.responseHead(head)
+            case .interim(let head):
+                if head.status == 100 { sendHeldBody() }
+            case .head(let head):
+                if heldBody != nil {
+                    // Answered before the body went: it never will, and the server may still
+                    // wait for it, so this connection carries nothing more.
+                    heldBody = nil
+                    if let t = continueTimer, let tcp { tcp.loop.cancel(t); continueTimer = nil }
+                    isFinished = true
+                }
+                s.responseHead(head)
             case .body(let bytes): s.responseBody(bytes)
             case .end:
                 sink = nil
@@ -130,6 +162,7 @@ final class HTTPClientConnection: ConnectionHandler, @unchecked Sendable {
     func connectionClosed(_ connection: TCPConnection, error: NetError?) {
         isFinished = true
         if let t = timer { connection.loop.cancel(t); timer = nil }
+        if let t = continueTimer { connection.loop.cancel(t); continueTimer = nil }
         if let s = sink {
             sink = nil
             if !answered {

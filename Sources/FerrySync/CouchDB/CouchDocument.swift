@@ -57,6 +57,12 @@ enum CouchDocument {
         var local: [String: [String: JSONValue]]?
         for (name, value) in entries {
             guard var m = value.objectValue else { throw Refusal(reason: "\(id): attachment \(name) is not an object") }
+            if m["stub"] == nil, m["data"] == nil, let text = m["digest"]?.stringValue, let digest = try? BlobDigest(text),
+               db.hasBlob(digest: digest) {
+                // Fetched on its own already (`CouchPuller.fetchAttachments`): a stored entry.
+                out[name] = .object(m)
+                continue
+            }
             if case .string(let text)? = m["data"] {
                 guard var bytes = Data(base64Encoded: text).map(Array.init) else {
                     throw Refusal(reason: "\(id): attachment \(name) data is not base64")
@@ -88,7 +94,7 @@ enum CouchDocument {
 
     /// Every stored attachment entry of the document's kept revisions, keyed by name and
     /// CouchDB digest (`name\nmd5-…`), and by name alone for entries without one.
-    private static func storedEntries(of id: String, database db: Database) -> [String: [String: JSONValue]] {
+    static func storedEntries(of id: String, database db: Database) -> [String: [String: JSONValue]] {
         guard let tree = try? db.revisionTree(of: id) else { return [:] }
         var out: [String: [String: JSONValue]] = [:]
         for node in tree.nodes.values {
@@ -109,7 +115,7 @@ enum CouchDocument {
     /// `revision` here holds the same bytes under the same name (the target then has them),
     /// else inline as base64.
     static func json(id: String, revision: RevisionID, tree: RevisionTree, database db: Database,
-                     targetHas: [RevisionID]) -> [String: JSONValue]? {
+                     targetHas: [RevisionID]) -> Outgoing? {
         guard let node = tree.nodes[revision], let body = node.body else { return nil }
         // A closing tombstone keeps its `ferry:closed` marker, as Ferry's REST serves it to
         // CouchDB's own replicator: the same revision has the same body whichever way it went.
@@ -119,11 +125,14 @@ enum CouchDocument {
         let history = tree.history(of: revision)
         o["_revisions"] = .object(["start": .int(Int64(revision.generation)), "ids": .array(history.map { .string($0.digest) })])
         if node.isDeleted { o["_deleted"] = true }
+        var parts: [Part] = []
         if case .object(let entries)? = o["_attachments"] {
             let ancestor = targetHas.filter { $0 != revision && tree.isAncestor($0, of: revision) }.max()
             let known = ancestor.flatMap { tree.nodes[$0]?.body }.flatMap { try? JSONParser.parseObject($0) }?["_attachments"]?.objectValue ?? [:]
             var out: [String: JSONValue] = [:]
-            for (name, value) in entries {
+            // In name order: the order CanonicalJSON writes the entries in, which is the order
+            // the parts must come in (CouchDB pairs `follows` entries with parts by order).
+            for (name, value) in entries.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
                 guard var m = value.objectValue else { continue }
                 let md5 = m.removeValue(forKey: AttachmentMD5.member)
                 let blobDigest = m["digest"]?.stringValue
@@ -132,9 +141,16 @@ enum CouchDocument {
                 if md5 != nil, let blobDigest, known[name]?.objectValue?["digest"]?.stringValue == blobDigest {
                     m["stub"] = true
                 } else if let text = blobDigest, let digest = try? BlobDigest(text), let bytes = try? db.readBlob(digest: digest).readAll() {
-                    m["data"] = .string(Data(bytes).base64EncodedString())
                     if md5 == nil { m["digest"] = .string(AttachmentMD5.digest(bytes)) }
                     m["stub"] = nil
+                    if bytes.count > inlineLimit {
+                        // Raw bytes in a part of their own, not a third larger in base64 JSON.
+                        m["follows"] = true
+                        m["length"] = .int(Int64(bytes.count))
+                        parts.append(Part(name: name, contentType: m["content_type"]?.stringValue ?? "application/octet-stream", bytes: bytes))
+                    } else {
+                        m["data"] = .string(Data(bytes).base64EncodedString())
+                    }
                 } else {
                     // Not here (a download policy skipped it): only the target can have it.
                     m["stub"] = true
@@ -143,6 +159,39 @@ enum CouchDocument {
             }
             o["_attachments"] = .object(out)
         }
-        return o
+        return Outgoing(doc: o, parts: parts)
+    }
+
+    /// Attachments up to this size go inline (base64 in `_bulk_docs`); a larger one makes its
+    /// document go alone as `multipart/related` (`CouchPusher`), as CouchDB's replicator does.
+    static let inlineLimit = 64 * 1024
+
+    /// A document to push, and the bytes of its `"follows": true` attachments, in order.
+    struct Outgoing: Sendable {
+        var doc: [String: JSONValue]
+        var parts: [Part]
+    }
+
+    /// One attachment sent as a part of a `multipart/related` body.
+    struct Part: Sendable {
+        let name: String
+        let contentType: String
+        let bytes: [UInt8]
+    }
+
+    /// `PUT /db/doc?new_edits=false`'s `multipart/related` body (RFC 2387; CouchDB's
+    /// "Creating Multiple Attachments"): the document as JSON, then each part's bytes, and the
+    /// `Content-Type` naming the boundary.
+    static func multipart(_ outgoing: Outgoing) -> (contentType: String, body: [UInt8]) {
+        let boundary = "ferry-" + UUID().uuidString.lowercased()
+        let dash = Array("--\(boundary)\r\n".utf8)
+        var body = dash + Array("Content-Type: application/json\r\n\r\n".utf8) + CanonicalJSON.encode(.object(outgoing.doc)) + [13, 10]
+        for p in outgoing.parts {
+            let name = p.name.replacingOccurrences(of: "\"", with: "\\\"")
+            body += dash + Array("Content-Type: \(p.contentType)\r\nContent-Disposition: attachment; filename=\"\(name)\"\r\nContent-Length: \(p.bytes.count)\r\n\r\n".utf8)
+            body += p.bytes + [13, 10]
+        }
+        body += Array("--\(boundary)--".utf8)
+        return ("multipart/related; boundary=\"\(boundary)\"", body)
     }
 }

@@ -4,8 +4,9 @@ import Logging
 
 /// Pulls from a CouchDB database as CouchDB's replicator does (Protocol/replication-http.md,
 /// "Pull"): `_changes?style=all_docs` in batches from the checkpoint, the revisions missing
-/// here, fetched with `_bulk_get?revs=true&attachments=true&latest=true` (`atts_since` so
-/// attachments already here are not sent again) by several requests at once, inserted with
+/// here, fetched with `_bulk_get?revs=true&latest=true` by several requests at once, their
+/// attachments not held here each fetched on its own (`GET /db/doc/att?rev=`, bytes not base64,
+/// so a large one never sits in a JSON body), inserted with
 /// their histories in one transaction per batch, then the checkpoint. Continuous: once caught
 /// up, follows `_changes?feed=continuous` with a heartbeat.
 struct CouchPuller: Sendable {
@@ -86,6 +87,7 @@ struct CouchPuller: Sendable {
                 page.checked = rows.reduce(0) { $0 + $1.revisions.count }
                 page.missing = missing.reduce(0) { $0 + $1.revisions.count }
                 (page.docs, page.failures) = try await fetch(missing)
+                try await fetchAttachments(&page.docs)
                 return .success(page)
             } catch {
                 return .failure(error)
@@ -144,7 +146,8 @@ struct CouchPuller: Sendable {
             let missing = try missingRevisions(rows)
             stats["missing_checked", default: 0] += rows.reduce(0) { $0 + $1.revisions.count }
             stats["missing_found", default: 0] += missing.reduce(0) { $0 + $1.revisions.count }
-            let (docs, failures) = try await fetch(missing)
+            var (docs, failures) = try await fetch(missing)
+            try await fetchAttachments(&docs)
             stats["docs_read", default: 0] += docs.count
             let written = store(docs)
             stats["docs_written", default: 0] += written
@@ -207,11 +210,10 @@ struct CouchPuller: Sendable {
         }
     }
 
-    /// One document's revisions to fetch, with the revisions here they may build on.
+    /// One document's revisions to fetch.
     struct Missing: Sendable {
         let id: String
         let revisions: [String]
-        let attsSince: [String]
     }
 
     /// The rows' revisions this database lacks (a local `_revs_diff`).
@@ -226,9 +228,7 @@ struct CouchPuller: Sendable {
                 return tree.nodes[rev] == nil
             }
             guard !missing.isEmpty else { continue }
-            // Leaves here that may be ancestors: their attachments need not come again.
-            let have = (tree?.leaves ?? []).filter { $0.body != nil }.map { $0.revisionID.description }
-            out.append(Missing(id: row.id, revisions: missing, attsSince: have))
+            out.append(Missing(id: row.id, revisions: missing))
         }
         return out
     }
@@ -240,9 +240,7 @@ struct CouchPuller: Sendable {
         var current: [JSONValue] = []
         for m in missing {
             for rev in m.revisions {
-                var o: [String: JSONValue] = ["id": .string(m.id), "rev": .string(rev)]
-                if !m.attsSince.isEmpty { o["atts_since"] = .array(m.attsSince.map { .string($0) }) }
-                current.append(.object(o))
+                current.append(.object(["id": .string(m.id), "rev": .string(rev)]))
                 if current.count == Self.fetchChunk { requests.append(current); current = [] }
             }
         }
@@ -293,33 +291,30 @@ struct CouchPuller: Sendable {
         return (docs, failures)
     }
 
-    /// `_bulk_get` of `docs` (`[{"id","rev","atts_since"}]`), its `results` rows. A server
+    /// `_bulk_get` of `docs` (`[{"id","rev"}]`), its `results` rows. A server
     /// without `_bulk_get` (CouchDB 1.x, some PouchDB servers: 400, 404, 405 or 501) is asked
     /// document by document with `GET /db/id?open_revs=[…]` instead, from then on, its answers
     /// put in the same shape (RP "Fetch Changed Documents").
     static func bulkGet(_ docs: [JSONValue], from remote: CouchRemote) async throws(ReplicationError) -> [JSONValue] {
         if !remote.lacksBulkGet {
-            let a = try await remote.request("POST", "_bulk_get?revs=true&attachments=true&latest=true", json: .object(["docs": .array(docs)]))
+            let a = try await remote.request("POST", "_bulk_get?revs=true&latest=true", json: .object(["docs": .array(docs)]))
             if (200..<300).contains(a.status) { return a.json.objectValue?["results"]?.arrayValue ?? [] }
             guard [400, 404, 405, 501].contains(a.status) else { throw CouchRemote.failure(a, "POST _bulk_get") }
             remote.noteLacksBulkGet()
         }
         // One GET per document, all its wanted revisions at once.
         var order: [String] = []
-        var wanted: [String: (revs: [String], attsSince: [JSONValue])] = [:]
+        var wanted: [String: (revs: [String], Void)] = [:]
         for d in docs {
             guard let o = d.objectValue, let id = o["id"]?.stringValue, let rev = o["rev"]?.stringValue else { continue }
             if wanted[id] == nil { order.append(id) }
-            wanted[id, default: ([], o["atts_since"]?.arrayValue ?? [])].revs.append(rev)
+            wanted[id, default: ([], ())].revs.append(rev)
         }
         var rows: [JSONValue] = []
         for id in order {
             guard let w = wanted[id] else { continue }
-            var query = "revs=true&latest=true&attachments=true&open_revs="
+            let query = "revs=true&latest=true&open_revs="
                 + CouchRemote.encode(String(decoding: CanonicalJSON.encode(.array(w.revs.map { .string($0) })), as: UTF8.self))
-            if !w.attsSince.isEmpty {
-                query += "&atts_since=" + CouchRemote.encode(String(decoding: CanonicalJSON.encode(.array(w.attsSince)), as: UTF8.self))
-            }
             let a = try await remote.request("GET", CouchRemote.encodeDocumentID(id) + "?" + query)
             guard (200..<300).contains(a.status), let answers = a.json.arrayValue else {
                 guard a.status == 404 else { throw CouchRemote.failure(a, "GET \(id)?open_revs") }
@@ -338,6 +333,61 @@ struct CouchPuller: Sendable {
             rows.append(.object(["id": .string(id), "docs": .array(converted)]))
         }
         return rows
+    }
+
+    /// Fetches, each with its own `GET /db/doc/att?rev=`, the attachments of `docs` (stubs, as
+    /// `_bulk_get` without `attachments=true` gives them) that no stored revision here holds
+    /// under that name and MD5, `maxConcurrentFetches` at a time; writes them as blobs and puts
+    /// the stored entry in the stub's place. A document whose attachment cannot be had keeps
+    /// its stub, and is reported when it is stored.
+    private func fetchAttachments(_ docs: inout [[String: JSONValue]]) async throws(ReplicationError) {
+        var jobs: [(doc: Int, name: String, id: String, rev: String, entry: [String: JSONValue])] = []
+        var local: [String: [String: [String: JSONValue]]] = [:]
+        for (i, d) in docs.enumerated() {
+            guard let id = d["_id"]?.stringValue, let rev = d["_rev"]?.stringValue, case .object(let entries)? = d["_attachments"] else { continue }
+            for (name, value) in entries {
+                guard let e = value.objectValue, e["stub"]?.boolValue == true else { continue }
+                if local[id] == nil { local[id] = CouchDocument.storedEntries(of: id, database: database) }
+                if let md5 = e["digest"]?.stringValue, local[id]?[name + "\n" + md5] != nil { continue }
+                jobs.append((i, name, id, rev, e))
+            }
+        }
+        guard !jobs.isEmpty else { return }
+        let remote = self.remote
+        let db = database
+        let width = max(1, configuration.maxConcurrentFetches)
+        let results: [(Int, String, [String: JSONValue]?)] = await withTaskGroup(of: (Int, String, [String: JSONValue]?).self) { group in
+            var next = 0
+            var out: [(Int, String, [String: JSONValue]?)] = []
+            func add() {
+                let job = jobs[next]
+                next += 1
+                group.addTask {
+                    let path = CouchRemote.encodeDocumentID(job.id) + "/" + CouchRemote.encode(job.name) + "?rev=" + CouchRemote.encode(job.rev)
+                    guard let a = try? await remote.raw("GET", path), a.status == 200 else { return (job.doc, job.name, nil) }
+                    if let stated = job.entry["length"]?.intValue, stated != Int64(a.body.count) { return (job.doc, job.name, nil) }
+                    guard let blob = try? db.writeBlob(a.body) else { return (job.doc, job.name, nil) }
+                    var entry = job.entry
+                    for k in ["stub", "data", "follows", "encoding", "encoded_length"] { entry[k] = nil }
+                    entry["digest"] = .string(blob.digest.description)
+                    entry["length"] = .int(blob.length)
+                    entry[AttachmentMD5.member] = .string(AttachmentMD5.digest(a.body))
+                    return (job.doc, job.name, entry)
+                }
+            }
+            while next < min(width, jobs.count) { add() }
+            for await r in group {
+                out.append(r)
+                if next < jobs.count { add() }
+            }
+            return out
+        }
+        if Task.isCancelled { throw .stopped }
+        for (doc, name, entry) in results {
+            guard let entry, case .object(var entries)? = docs[doc]["_attachments"] else { continue }
+            entries[name] = .object(entry)
+            docs[doc]["_attachments"] = .object(entries)
+        }
     }
 
     /// Inserts the fetched revisions in one transaction; returns how many were stored.

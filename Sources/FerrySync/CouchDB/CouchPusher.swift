@@ -62,8 +62,8 @@ struct CouchPusher: Sendable {
         var changed = 0
         /// Revisions offered with `_revs_diff`.
         var offered = 0
-        /// The missing revisions, as `_bulk_docs` takes them.
-        var docs: [[String: JSONValue]] = []
+        /// The missing revisions, as `_bulk_docs` (or a `multipart/related` PUT) takes them.
+        var docs: [CouchDocument.Outgoing] = []
     }
 
     /// Starts reading and offering the batch after `since`.
@@ -107,11 +107,15 @@ struct CouchPusher: Sendable {
         return filter(doc, change.isDeleted ? .deleted : [], configuration.pushFilterParameters)
     }
 
-    /// Sends `docs` with `_bulk_docs` (`new_edits: false`) in requests of at most 8 MiB, one
-    /// after another (a CouchDB database has one writer: concurrent requests only cut the
-    /// batches smaller; measured slower). Returns how many the server refused (each reported).
-    private func send(_ docs: [[String: JSONValue]]) async throws(ReplicationError) -> Int {
+    /// Sends `docs`: each with a large attachment alone as `multipart/related`
+    /// (`PUT /db/doc?new_edits=false`, the bytes raw), the others with `_bulk_docs`
+    /// (`new_edits: false`) in requests of at most 8 MiB, one after another (a CouchDB database
+    /// has one writer: concurrent requests only cut the batches smaller; measured slower).
+    /// Returns how many the server refused (each reported).
+    private func send(_ outgoing: [CouchDocument.Outgoing]) async throws(ReplicationError) -> Int {
         var failed = 0
+        for o in outgoing where !o.parts.isEmpty { failed += try await putMultipart(o) }
+        let docs = outgoing.filter(\.parts.isEmpty).map(\.doc)
         var chunk: [[String: JSONValue]] = []
         var size = 0
         for d in docs {
@@ -126,6 +130,24 @@ struct CouchPusher: Sendable {
         }
         if !chunk.isEmpty { failed += try await bulkDocs(chunk) }
         return failed
+    }
+
+    /// One document with its large attachments as parts; 1 when the server refused it.
+    private func putMultipart(_ o: CouchDocument.Outgoing) async throws(ReplicationError) -> Int {
+        let (contentType, body) = CouchDocument.multipart(o)
+        let id = o.doc["_id"]?.stringValue ?? "?"
+        let a = try await remote.request("PUT", CouchRemote.encodeDocumentID(id) + "?new_edits=false", body: body, contentType: contentType,
+                                         expectContinue: true)
+        if (200..<300).contains(a.status) {
+            reporter.event(DocumentEvent(direction: .push, documentID: id, revisionID: o.doc["_rev"]?.stringValue,
+                                         isDeleted: o.doc["_deleted"]?.boolValue ?? false, kind: .pushed))
+            return 0
+        }
+        // The network and the server's own troubles end the session (retried); a refusal of
+        // this document is reported and the push goes on.
+        if a.status >= 500 || a.status == 408 || a.status == 429 { throw CouchRemote.failure(a, "PUT \(id)") }
+        report(o.doc, .httpStatus(a.status, a.reason))
+        return 1
     }
 
     private func bulkDocs(_ docs: [[String: JSONValue]]) async throws(ReplicationError) -> Int {

@@ -64,15 +64,33 @@ final class CouchRemote: Sendable {
 
     /// Sends a request to `db/<sub>` (`sub` percent-encoded, may carry a query; "" for the
     /// database itself) and returns the answer whatever its status; 401 renews the session once.
+    /// `expectContinue` sends the body only once the server agreed (`Expect: 100-continue`):
+    /// a large upload the server refuses costs its head only.
     func request(_ method: String, _ sub: String, json: JSONValue? = nil, body: [UInt8]? = nil, contentType: String? = nil,
-                 timeout: Double? = nil) async throws(ReplicationError) -> Answer {
+                 timeout: Double? = nil, expectContinue: Bool = false) async throws(ReplicationError) -> Answer {
         let target = sub.isEmpty ? path : path + "/" + sub
-        var answer = try await send(method, target, json: json, body: body, contentType: contentType, timeout: timeout)
+        var answer = try await send(method, target, json: json, body: body, contentType: contentType, timeout: timeout,
+                                    expectContinue: expectContinue)
         if answer.status == 401, credentials != nil {
             try await login(force: true)
-            answer = try await send(method, target, json: json, body: body, contentType: contentType, timeout: timeout)
+            answer = try await send(method, target, json: json, body: body, contentType: contentType, timeout: timeout,
+                                    expectContinue: expectContinue)
         }
         return answer
+    }
+
+    /// A request answered with its raw body (an attachment's bytes, decoded from gzip when the
+    /// server sent them so); 401 renews the session once.
+    func raw(_ method: String, _ sub: String) async throws(ReplicationError) -> HTTPClientResponse {
+        func once() async throws(ReplicationError) -> HTTPClientResponse {
+            try await login(force: false)
+            let request = HTTPClientRequest(method: method, endpoint: endpoint, target: path + "/" + sub, headers: authHeaders() + extraHeaders)
+            do { return try await client.execute(request) } catch { throw Self.map(error) }
+        }
+        let r = try await once()
+        guard r.status == 401, credentials != nil else { return r }
+        try await login(force: true)
+        return try await once()
     }
 
     /// Like `request`, but an answer outside 2xx throws (`httpStatus`, transient for 5xx/408/429).
@@ -132,10 +150,11 @@ final class CouchRemote: Sendable {
     }
 
     private func send(_ method: String, _ target: String, json: JSONValue?, body: [UInt8]?, contentType: String?,
-                      timeout: Double?) async throws(ReplicationError) -> Answer {
+                      timeout: Double?, expectContinue: Bool) async throws(ReplicationError) -> Answer {
         try await login(force: false)
         var headers = authHeaders()
         headers.append(("Accept", "application/json"))
+        if expectContinue { headers.append(("Expect", "100-continue")) }
         var bytes = body
         if let json {
             bytes = CanonicalJSON.encode(json)
