@@ -64,17 +64,13 @@ final class CouchRemote: Sendable {
 
     /// Sends a request to `db/<sub>` (`sub` percent-encoded, may carry a query; "" for the
     /// database itself) and returns the answer whatever its status; 401 renews the session once.
-    /// `expectContinue` sends the body only once the server agreed (`Expect: 100-continue`):
-    /// a large upload the server refuses costs its head only.
     func request(_ method: String, _ sub: String, json: JSONValue? = nil, body: [UInt8]? = nil, contentType: String? = nil,
-                 timeout: Double? = nil, expectContinue: Bool = false) async throws(ReplicationError) -> Answer {
+                 timeout: Double? = nil) async throws(ReplicationError) -> Answer {
         let target = sub.isEmpty ? path : path + "/" + sub
-        var answer = try await send(method, target, json: json, body: body, contentType: contentType, timeout: timeout,
-                                    expectContinue: expectContinue)
+        var answer = try await send(method, target, json: json, body: body, contentType: contentType, timeout: timeout)
         if answer.status == 401, credentials != nil {
             try await login(force: true)
-            answer = try await send(method, target, json: json, body: body, contentType: contentType, timeout: timeout,
-                                    expectContinue: expectContinue)
+            answer = try await send(method, target, json: json, body: body, contentType: contentType, timeout: timeout)
         }
         return answer
     }
@@ -150,11 +146,10 @@ final class CouchRemote: Sendable {
     }
 
     private func send(_ method: String, _ target: String, json: JSONValue?, body: [UInt8]?, contentType: String?,
-                      timeout: Double?, expectContinue: Bool) async throws(ReplicationError) -> Answer {
+                      timeout: Double?) async throws(ReplicationError) -> Answer {
         try await login(force: false)
         var headers = authHeaders()
         headers.append(("Accept", "application/json"))
-        if expectContinue { headers.append(("Expect", "100-continue")) }
         var bytes = body
         if let json {
             bytes = CanonicalJSON.encode(json)
