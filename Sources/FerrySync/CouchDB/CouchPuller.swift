@@ -46,14 +46,7 @@ struct CouchPuller: Sendable {
             }
             guard let lastSeq = page.lastSeq else { throw .protocolError("_changes answered without last_seq") }
             next = prepare(since: lastSeq)
-            reporter.found(page.rows, direction: .pull)
-            stats["missing_checked", default: 0] += page.checked
-            stats["missing_found", default: 0] += page.missing
-            stats["docs_read", default: 0] += page.docs.count
-            let written = store(page.docs)
-            stats["docs_written", default: 0] += written
-            stats["doc_write_failures", default: 0] += page.failures + (page.docs.count - written)
-            reporter.completed(page.rows)
+            store(page, stats: &stats)
             since = lastSeq
             do { try await checkpoint.save(seq: since, stats: stats) } catch {
                 next.cancel()
@@ -81,14 +74,7 @@ struct CouchPuller: Sendable {
         Task {
             do throws(ReplicationError) {
                 let (rows, lastSeq) = try await changes(since: since)
-                var page = Page(rows: rows.count, lastSeq: lastSeq)
-                guard !rows.isEmpty else { return .success(page) }
-                let missing = try missingRevisions(rows)
-                page.checked = rows.reduce(0) { $0 + $1.revisions.count }
-                page.missing = missing.reduce(0) { $0 + $1.revisions.count }
-                (page.docs, page.failures) = try await fetch(missing)
-                try await fetchAttachments(&page.docs)
-                return .success(page)
+                return .success(try await fetchPage(rows, lastSeq: lastSeq))
             } catch {
                 return .failure(error)
             }
@@ -141,20 +127,33 @@ struct CouchPuller: Sendable {
 
     /// Fetches, stores and checkpoints one batch of the continuous feed.
     private func take(_ rows: [Row], lastSeq: JSONValue, stats: inout [String: Int]) async throws(ReplicationError) {
-        if !rows.isEmpty {
-            reporter.found(rows.count, direction: .pull)
-            let missing = try missingRevisions(rows)
-            stats["missing_checked", default: 0] += rows.reduce(0) { $0 + $1.revisions.count }
-            stats["missing_found", default: 0] += missing.reduce(0) { $0 + $1.revisions.count }
-            var (docs, failures) = try await fetch(missing)
-            try await fetchAttachments(&docs)
-            stats["docs_read", default: 0] += docs.count
-            let written = store(docs)
-            stats["docs_written", default: 0] += written
-            stats["doc_write_failures", default: 0] += failures + (docs.count - written)
-            reporter.completed(rows.count)
-        }
+        store(try await fetchPage(rows, lastSeq: lastSeq), stats: &stats)
         try await checkpoint.save(seq: lastSeq, stats: stats)
+    }
+
+    /// What `rows` lack here, fetched with their attachments: one page, ready to store.
+    private func fetchPage(_ rows: [Row], lastSeq: JSONValue?) async throws(ReplicationError) -> Page {
+        var page = Page(rows: rows.count, lastSeq: lastSeq)
+        guard !rows.isEmpty else { return page }
+        let missing = try missingRevisions(rows)
+        page.checked = rows.reduce(0) { $0 + $1.revisions.count }
+        page.missing = missing.reduce(0) { $0 + $1.revisions.count }
+        (page.docs, page.failures) = try await fetch(missing)
+        try await fetchAttachments(&page.docs)
+        return page
+    }
+
+    /// Stores a fetched page in one transaction, with its progress and counters.
+    private func store(_ page: Page, stats: inout [String: Int]) {
+        guard page.rows > 0 else { return }
+        reporter.found(page.rows, direction: .pull)
+        stats["missing_checked", default: 0] += page.checked
+        stats["missing_found", default: 0] += page.missing
+        stats["docs_read", default: 0] += page.docs.count
+        let written = store(page.docs)
+        stats["docs_written", default: 0] += written
+        stats["doc_write_failures", default: 0] += page.failures + (page.docs.count - written)
+        reporter.completed(page.rows)
     }
 
     /// One change row: the document and its leaf revisions.

@@ -125,7 +125,7 @@ final class CouchRemote: Sendable {
     func login(force: Bool) async throws(ReplicationError) {
         guard let credentials, !basicOnly.withLock({ $0 }) else { return }
         if !force, cookie.withLock({ $0 }) != nil { return }
-        let form = "name=" + Self.formEncode(credentials.user) + "&password=" + Self.formEncode(credentials.password)
+        let form = "name=" + Self.encode(credentials.user) + "&password=" + Self.encode(credentials.password)
         var r = HTTPClientRequest(method: "POST", endpoint: endpoint, target: "/_session",
                                   headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")],
                                   body: Array(form.utf8))
@@ -178,12 +178,6 @@ final class CouchRemote: Sendable {
         guard parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces) == "AuthSession" else { return nil }
         let value = String(parts[1])
         return value.isEmpty ? nil : value
-    }
-
-    private static func formEncode(_ s: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
     }
 
     /// A transport failure as a replication error (TLS refusals are permanent; the rest is
