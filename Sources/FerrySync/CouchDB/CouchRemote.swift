@@ -81,7 +81,7 @@ final class CouchRemote: Sendable {
         func once() async throws(ReplicationError) -> HTTPClientResponse {
             try await login(force: false)
             let request = HTTPClientRequest(method: method, endpoint: endpoint, target: path + "/" + sub, headers: authHeaders() + extraHeaders)
-            do { return try await client.execute(request) } catch { throw Self.map(error) }
+            do { return try await execute(request) } catch { throw Self.map(error) }
         }
         let r = try await once()
         guard r.status == 401, credentials != nil else { return r }
@@ -107,7 +107,7 @@ final class CouchRemote: Sendable {
                                         body: json.map { CanonicalJSON.encode($0) }, timeout: timeout)
         request.headers += extraHeaders
         let stream: HTTPClientStream
-        do { stream = try await client.stream(request) } catch { throw Self.map(error) }
+        do { stream = try await retrying { () async throws(HTTPClientError) in try await client.stream(request) } } catch { throw Self.map(error) }
         guard (200..<300).contains(stream.head.status) else {
             throw .httpStatus(stream.head.status, "\(method) \(sub.prefix { $0 != "?" })")
         }
@@ -131,7 +131,7 @@ final class CouchRemote: Sendable {
                                   body: Array(form.utf8))
         r.headers += extraHeaders
         let response: HTTPClientResponse
-        do { response = try await client.execute(r) } catch { throw Self.map(error) }
+        do { response = try await execute(r) } catch { throw Self.map(error) }
         switch response.status {
         case 200..<300:
             let value = response.head.values(of: "Set-Cookie").compactMap(Self.authSession).first
@@ -160,9 +160,36 @@ final class CouchRemote: Sendable {
         headers += extraHeaders
         let request = HTTPClientRequest(method: method, endpoint: endpoint, target: target, headers: headers, body: bytes, timeout: timeout)
         let response: HTTPClientResponse
-        do { response = try await client.execute(request) } catch { throw Self.map(error) }
+        do { response = try await execute(request) } catch { throw Self.map(error) }
         let parsed = response.body.isEmpty ? JSONValue.null : ((try? JSONParser.parse(response.body)) ?? .null)
         return Answer(status: response.status, json: parsed, headers: response.head)
+    }
+
+    /// How often a request whose connection closed before any answer is sent again, as
+    /// CouchDB's replicator does (`retries_per_request`, 5 by default).
+    static let retriesPerRequest = 5
+
+    /// `client.execute(request)`, sent again when the connection closed before any answer.
+    private func execute(_ request: HTTPClientRequest) async throws(HTTPClientError) -> HTTPClientResponse {
+        try await retrying { () async throws(HTTPClientError) in try await client.execute(request) }
+    }
+
+    /// Runs `send` again, up to `retriesPerRequest` times waiting 0.25 s and doubling, when the
+    /// server closed the connection before answering: a server's idle timeout racing a client
+    /// that was slow to write, or a restart. Every request the replicator sends is safe to
+    /// repeat (reads, `_revs_diff`, `_bulk_get`, `_bulk_docs` and PUTs with `new_edits=false`,
+    /// `_session`); a checkpoint PUT repeated after a lost answer is a 409, which
+    /// `CouchCheckpoint` settles. Other failures go to the replicator's own retry.
+    private func retrying<T>(_ send: () async throws(HTTPClientError) -> T) async throws(HTTPClientError) -> T {
+        var wait = 0.25
+        for _ in 0..<Self.retriesPerRequest {
+            do { return try await send() } catch {
+                guard error == .closedBeforeResponse else { throw error }
+            }
+            do { try await Task.sleep(for: .seconds(wait)) } catch { throw .cancelled }
+            wait *= 2
+        }
+        return try await send()
     }
 
     private func authHeaders() -> [(name: String, value: String)] {
