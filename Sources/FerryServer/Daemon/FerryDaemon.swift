@@ -61,6 +61,8 @@ public final class FerryDaemon: Sendable {
         /// Advertising on the link, discovery of a group's members and static peers
         /// (`PeerCoordinator`); nil = none of them.
         public var peers: PeerCoordinator.Configuration?
+        /// Cross-origin requests from web pages (CouchDB's `[cors]`); nil = none, the default.
+        public var cors: CORSPolicy?
         /// A daemon of `location` with the defaults.
         public init(location: DatabaseRegistry.Location) {
             self.location = location
@@ -157,7 +159,7 @@ public final class FerryDaemon: Sendable {
                                 version: configuration.version,
                                 hooks: [OperationsRoutes.hook(metrics: metrics, sources: sources), ReplicatorRoutes.hook(scheduler),
                                         DiscoveryRoute.hook { coordinator.value.withLock { $0 } }] + hooks,
-                                logger: logger)
+                                cors: configuration.cors, logger: logger)
         var sync = SyncListener.Configuration()
         sync.host = configuration.host
         sync.port = configuration.port

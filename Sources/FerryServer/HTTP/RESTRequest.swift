@@ -66,6 +66,28 @@ public struct RESTRequest: Sendable {
 
     /// A header field's first value.
     public func header(_ name: String) -> String? { head[name] }
+
+    /// The most bytes a compressed request body may inflate to (the HTTP layer's own body limit).
+    public static let maxDecodedBodySize = 64 * 1024 * 1024
+
+    /// The body with its `Content-Encoding` undone, as CouchDB reads a JSON or form body:
+    /// `gzip` (the default of one major client SDK) is inflated, `identity` is as sent, any
+    /// other coding is 415, and bytes that are not gzip are 400. Attachment bodies are not
+    /// read through this: their coding is kept with them.
+    public func decodedBody(limit: Int = RESTRequest.maxDecodedBodySize) throws(RESTError) -> [UInt8] {
+        guard let coding = header("Content-Encoding")?.trimmingASCIIWhitespace().lowercased(), !coding.isEmpty, coding != "identity" else {
+            return body
+        }
+        guard coding == "gzip" || coding == "x-gzip" else {
+            throw .badContentType("\(coding) is not a supported content encoding.")
+        }
+        do { return try Gzip.decode(body, limit: limit) } catch {
+            switch error {
+            case .tooLarge(let n): throw RESTError(413, "too_large", "the request body inflates past \(n) bytes")
+            case .malformed: throw .badRequest("Request body is not properly gzipped.")
+            }
+        }
+    }
 }
 
 /// Percent-decoding of URL components (RFC 3986 §2.1), to UTF-8, and the encoding of a path

@@ -20,6 +20,8 @@ public final class RESTRouter: Sendable {
     /// Routes a plugin adds in front of the built-in ones (operations: `/_up`, `/_metrics`);
     /// a hook returns nil to let the request through.
     public let hooks: [@Sendable (RESTRequest, RESTRouter) async -> RESTResponse?]
+    /// Cross-origin requests allowed (nil: none, CouchDB's default).
+    public let cors: CORSPolicy?
     let logger: Logger
     /// Named filters for `_changes?filter=NAME` (the same ones BLIP clients select).
     let pullFilters = Mutex<[String: PullFilter]>([:])
@@ -33,12 +35,13 @@ public final class RESTRouter: Sendable {
     /// A router over `registry` guarded by `access`.
     public init(registry: DatabaseRegistry, access: AccessControl, serverID: String, version: String,
                 hooks: [@Sendable (RESTRequest, RESTRouter) async -> RESTResponse?] = [],
-                logger: Logger = Logger(label: "ferry.rest")) {
+                cors: CORSPolicy? = nil, logger: Logger = Logger(label: "ferry.rest")) {
         self.registry = registry
         self.access = access
         self.serverID = serverID
         self.version = version
         self.hooks = hooks
+        self.cors = cors
         self.logger = logger
     }
 
@@ -53,7 +56,10 @@ public final class RESTRouter: Sendable {
 
     /// The answer to `request`.
     public func respond(_ request: RESTRequest) async -> RESTResponse {
+        // A preflight is answered before authentication: browsers send it without credentials.
+        if let preflight = cors?.preflight(request) { return preflight }
         var response = await answer(request)
+        if let cors { response.headers += cors.fields(for: request) }
         // A session cookie past a tenth of its life is renewed on whatever the answer is, as
         // CouchDB does (unless the answer sets the cookie itself: a login or logout).
         if !response.headers.contains(where: { $0.name.lowercased() == "set-cookie" }),
@@ -189,7 +195,8 @@ public final class RESTRouter: Sendable {
         if strict, let type = r.header("Content-Type"), !type.lowercased().hasPrefix("application/json") {
             throw .badContentType("Content-Type must be application/json")
         }
-        do { return try JSONParser.parseObject(r.body, sizeLimit: r.body.count + 1) } catch {
+        let body = try r.decodedBody()
+        do { return try JSONParser.parseObject(body, sizeLimit: body.count + 1) } catch {
             throw .badRequest("Request body must be a JSON object: \(error)")
         }
     }

@@ -44,7 +44,7 @@ extension RESTRouter {
         let limit = c.db.options.maxRevisionTreeDepth
         guard c.request.method == "PUT" else { return .json(200, .int(Int64(limit))) }
         try require(.admin, c)
-        guard let asked = (try? JSONParser.parse(c.request.body, sizeLimit: 64))?.intValue else {
+        guard let asked = (try? JSONParser.parse(try c.request.decodedBody(), sizeLimit: 64))?.intValue else {
             throw .badRequest("_revs_limit must be a JSON integer")
         }
         guard asked == Int64(limit) else {

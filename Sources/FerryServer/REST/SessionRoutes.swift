@@ -41,7 +41,7 @@ extension RESTRouter {
         let type = r.header("Content-Type")?.lowercased() ?? ""
         var name: String?, password: String?
         if type.hasPrefix("application/x-www-form-urlencoded") {
-            for pair in r.body.split(separator: UInt8(ascii: "&")) {
+            for pair in try r.decodedBody().split(separator: UInt8(ascii: "&")) {
                 let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
                 guard let key = PercentDecoding.decode(Substring(decoding: parts[0], as: UTF8.self), plusIsSpace: true) else { continue }
                 let value = PercentDecoding.decode(Substring(decoding: parts.count > 1 ? parts[1] : [], as: UTF8.self), plusIsSpace: true)

@@ -63,6 +63,7 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup(title: "TLS (peers given with --replicate, --peer or found with --discover)") var clientTLS: ClientTLSOptions
     @OptionGroup(title: "Discovery and static peers") var discovery: DiscoveryOptions
     @OptionGroup(title: "Limits (docs/daemon.md, \"Limits\")") var limitOptions: LimitOptions
+    @OptionGroup(title: "CORS: web pages on other origins (CouchDB's [cors]; off by default)") var corsOptions: CORSOptions
 
     @Option(help: ArgumentHelp("Read settings from this JSON file (keys: docs/daemon.md); flags given here override it.",
                                valueName: "file"))
@@ -116,6 +117,7 @@ struct Serve: AsyncParsableCommand {
         if take("--log-level") { s.logLevel = logLevel }
         if take("--conflict-policy") { s.conflictPolicy = conflictPolicy }
         limitOptions.override(&s.limits)
+        corsOptions.override(&s.cors)
         return s
     }
 
@@ -175,6 +177,7 @@ struct Serve: AsyncParsableCommand {
         config.retryMaxWait = settings.retryMaxWait
         config.replicationTLS = clientTLS.configuration
         config.peers = try discovery.configuration(pins: clientTLS.configuration.pins)
+        config.cors = settings.cors.policy
         let daemon = try await FerryDaemon.start(config, access: access, logger: Logger(label: "ferry.daemon"))
         warnAboutAccess(access, settings)
         let names = daemon.registry.names

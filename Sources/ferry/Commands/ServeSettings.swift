@@ -29,12 +29,13 @@ struct ServeSettings {
     var logLevel = "info"
     var conflictPolicy = "resolve"
     var limits = ServeLimits()
+    var cors = CORSSettings()
 
     /// The keys a config file may have; any other is refused (a typo would otherwise be
     /// silently ignored, and the daemon run with a default the operator meant to change).
     static let fileKeys: Set<String> = Set(ServeLimits.keys.map(\.name)).union(["host", "port", "data", "db", "name", "users", "allow-anonymous", "anonymous-role",
                                         "heartbeat", "retry-max-wait", "session-timeout", "tls", "replicate", "log-format", "log-level",
-                                        "conflict-policy"])
+                                        "conflict-policy", "cors"])
     static let tlsKeys: Set<String> = ["cert", "key", "client-ca"]
 
     /// Applies a JSON config file, read with swift-configuration's `FileProvider`.
@@ -46,6 +47,9 @@ struct ServeSettings {
         }
         for key in top.keys where !Self.fileKeys.contains(key) {
             throw ValidationError("--config \(path): unknown key \(key.debugDescription) (known: \(Self.fileKeys.sorted().joined(separator: ", ")))")
+        }
+        if let c = top["cors"] {
+            do { try cors.apply(c) } catch { throw ValidationError("--config \(path): \(error.message)") }
         }
         if let tls = top["tls"] {
             guard let o = tls.objectValue else { throw ValidationError("--config \(path): \"tls\" must be an object") }
@@ -65,12 +69,12 @@ struct ServeSettings {
             let ok: Bool
             switch (key, value) {
             case ("port", .int), ("heartbeat", .int), ("heartbeat", .double), ("retry-max-wait", .int), ("retry-max-wait", .double), ("session-timeout", .int),
-                 ("allow-anonymous", .bool), ("tls", .object): ok = true
+                 ("allow-anonymous", .bool), ("tls", .object), ("cors", .object): ok = true
             case ("replicate", .array(let a)): ok = a.allSatisfy { if case .string = $0 { true } else { false } }
             case (let k, .int) where limitKeys.contains(k): ok = true
             case (let k, .double) where limitKeys.contains(k): ok = !(ServeLimits.keys.first { $0.name == k }?.isInteger ?? true)
             case (let k, _) where limitKeys.contains(k): ok = false
-            case ("port", _), ("session-timeout", _), ("heartbeat", _), ("retry-max-wait", _), ("allow-anonymous", _), ("replicate", _), ("tls", _): ok = false
+            case ("port", _), ("session-timeout", _), ("heartbeat", _), ("retry-max-wait", _), ("allow-anonymous", _), ("replicate", _), ("tls", _), ("cors", _): ok = false
             case (_, .string): ok = true
             default: ok = false
             }
@@ -112,6 +116,7 @@ struct ServeSettings {
         if clientCA != nil && tlsCert == nil { throw ValidationError("--client-ca needs --tls-cert and --tls-key") }
         if logFormat != "text" && logFormat != "json" { throw ValidationError("--log-format is text or json") }
         try limits.validate()
+        try cors.validate()
         if ConflictPolicy(rawValue: conflictPolicy) == nil { throw ValidationError("--conflict-policy is resolve or keep") }
         if Logger.Level(rawValue: logLevel) == nil {
             throw ValidationError("--log-level is one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
