@@ -61,6 +61,9 @@ public final class FerryDaemon: Sendable {
         /// Advertising on the link, discovery of a group's members and static peers
         /// (`PeerCoordinator`); nil = none of them.
         public var peers: PeerCoordinator.Configuration?
+        /// Whether every answered request is logged at `info` under `ferry.request` (the
+        /// access log, as CouchDB's request log).
+        public var accessLog = true
         /// Cross-origin requests from web pages (CouchDB's `[cors]`); nil = none, the default.
         public var cors: CORSPolicy?
         /// A daemon of `location` with the defaults.
@@ -193,10 +196,11 @@ public final class FerryDaemon: Sendable {
         let timeouts = HTTPServerConnection.Timeouts(idle: configuration.idleTimeout, request: configuration.requestTimeout,
                                                      firstRequest: min(WebSocketConfiguration().handshakeTimeout, configuration.requestTimeout),
                                                      slowReader: configuration.slowReaderTimeout)
+        let accessLog = configuration.accessLog ? AccessLog() : nil
         sync.plainHTTP = { handoff in
             let connection = HTTPServerConnection(
                 handoff: handoff, limits: limits, timeouts: timeouts, logger: logger, tracker: tracker, bodies: bodies, uploads: uploads,
-                respond: { request in
+                accessLog: accessLog, respond: { request in
                     // Counted here, around the whole router, so every route is counted
                     // without the routes knowing.
                     let response = await router.respond(request)

@@ -52,7 +52,13 @@ final class HTTPServerConnection: ConnectionHandler {
     /// Numbering of requests and of the next answer to write, for pipelining.
     private var nextRequest = 0
     private var nextToWrite = 0
-    private var finished: [Int: (method: String, keepAlive: Bool, response: RESTResponse)] = [:]
+    private var finished: [Int: (method: String, target: String, keepAlive: Bool, response: RESTResponse)] = [:]
+    /// When each request not yet answered was read (for its access-log line).
+    private var started: [Int: ContinuousClock.Instant] = [:]
+    /// The streamed answer's access-log line, written when it ends: its request, and the
+    /// body bytes sent so far.
+    private var streamLog: (method: String, target: String, status: Int, user: String?, start: ContinuousClock.Instant, bytes: Int)?
+    private let accessLog: AccessLog?
     /// A streamed answer is being written: later answers wait for its end.
     private var streaming: Task<Void, Never>?
     /// The streamed answer is a feed (`RESTResponse.isFeed`): it ends when the client's input does.
@@ -76,7 +82,7 @@ final class HTTPServerConnection: ConnectionHandler {
 
     init(handoff: HandedOffConnection, limits: HTTPLimits, timeouts: Timeouts, logger: Logger,
          tracker: HTTPConnectionTracker? = nil, bodies: RequestBodyBudget? = nil, uploads: UploadRateLimiter? = nil,
-         respond: @escaping Responder, upgrader: @escaping Upgrader) {
+         accessLog: AccessLog? = nil, respond: @escaping Responder, upgrader: @escaping Upgrader) {
         self.handoff = handoff
         decoder = HTTPRequestDecoder(limits: limits)
         self.respond = respond
@@ -87,6 +93,7 @@ final class HTTPServerConnection: ConnectionHandler {
         self.tracker = tracker
         self.bodies = bodies
         self.uploads = uploads
+        self.accessLog = accessLog
         address = handoff.tcp.remoteAddress?.host ?? ""
     }
 
@@ -195,6 +202,7 @@ final class HTTPServerConnection: ConnectionHandler {
         if !body.isEmpty { heldBodies[nextRequest] = body.count }
         let n = nextRequest
         nextRequest += 1
+        if accessLog != nil { started[n] = .now }
         if !h.keepAlive { stopReading = true }
         guard let request = RESTRequest(head: h, body: body, remoteAddress: tcp.remoteAddress, peerCertificate: peerCertificate,
                                         isSecure: tcp.tlsSession != nil) else {
@@ -253,13 +261,14 @@ final class HTTPServerConnection: ConnectionHandler {
             if case .stream = response.body {} // dropped with the response: its producer ends
             return
         }
-        finished[n] = (h.method, h.keepAlive, response)
+        finished[n] = (h.method, h.target, h.keepAlive, response)
         writeReady()
     }
 
     /// Writes the answers that are next in order, up to a streamed one.
     private func writeReady() {
-        while streaming == nil, !closed, let (method, keepAlive, response) = finished.removeValue(forKey: nextToWrite) {
+        while streaming == nil, !closed, let (method, target, keepAlive, response) = finished.removeValue(forKey: nextToWrite) {
+            let start = started.removeValue(forKey: nextToWrite)
             nextToWrite += 1
             activity &+= 1
             var headers = response.headers
@@ -269,10 +278,16 @@ final class HTTPServerConnection: ConnectionHandler {
             switch response.body {
             case .bytes(let bytes):
                 send(HTTPResponseEncoder.encode(head, body: bytes, head: method == "HEAD"))
+                if let accessLog, let start {
+                    accessLog.record(method: method, target: target, status: response.status, bytes: method == "HEAD" ? 0 : bytes.count,
+                                     since: start, user: response.user, address: address)
+                }
                 if !keepAlive { closeGracefully(); closed = true; return }
             case .stream(let pieces):
                 send(HTTPResponseEncoder.encodeChunkedHead(head))
+                if let start { streamLog = (method, target, response.status, response.user, start, 0) }
                 if method == "HEAD" {
+                    logStreamEnd()
                     // The head only; dropping the stream ends its producer.
                     _ = pieces
                     if !keepAlive { closeGracefully(); closed = true; return }
@@ -345,7 +360,10 @@ final class HTTPServerConnection: ConnectionHandler {
 
     private func writeChunk(_ piece: [UInt8], then next: CheckedContinuation<Bool, Never>) {
         guard !closed else { next.resume(returning: false); return }
-        if !piece.isEmpty { send(HTTPResponseEncoder.chunk(piece)) }
+        if !piece.isEmpty {
+            send(HTTPResponseEncoder.chunk(piece))
+            streamLog?.bytes += piece.count
+        }
         guard !tcp.isWritable else { next.resume(returning: true); return }
         writeWaiter = next
         slowReaderTimer = tcp.loop.schedule(after: timeouts.slowReader) { [self] in
@@ -367,8 +385,16 @@ final class HTTPServerConnection: ConnectionHandler {
         guard !closed else { return }
         streaming = nil
         send(HTTPResponseEncoder.lastChunk)
+        logStreamEnd()
         if !keepAlive { closeGracefully(); closed = true; return }
         writeReady()
+    }
+
+    /// Writes the streamed answer's access-log line (at its end, or when the connection ends it).
+    private func logStreamEnd() {
+        guard let s = streamLog, let accessLog else { return }
+        streamLog = nil
+        accessLog.record(method: s.method, target: s.target, status: s.status, bytes: s.bytes, since: s.start, user: s.user, address: address)
     }
 
     /// Answers a request that broke the protocol (after the answers before it) and closes:
@@ -378,6 +404,7 @@ final class HTTPServerConnection: ConnectionHandler {
         logger.debug("bad HTTP request", metadata: ["status": "\(error.status)", "reason": "\(error.reason)"])
         let n = nextRequest
         nextRequest += 1
+        if accessLog != nil { started[n] = .now }
         var failed = FerryHTTP.HTTPRequestHead.closing
         failed.keepAlive = false
         finish(n, failed, RESTError(error.status, error.status == 413 ? "too_large" : "bad_request", error.reason).response)
@@ -412,6 +439,7 @@ final class HTTPServerConnection: ConnectionHandler {
         runningTask?.cancel()
         streaming?.cancel()
         streaming = nil
+        logStreamEnd()
         resumeWriter(false)
         finished = [:]
         // Bodies of requests that will not run now, and the one being read; the running

@@ -14,6 +14,8 @@ public struct RESTResponse: Sendable {
     /// ended as soon as the client closes its sending side, where any other answer is still
     /// written to a client that half-closed.
     public var isFeed = false
+    /// The user the request proved to be (the access log's), set by the router.
+    public var user: String?
 
     /// A response body.
     public enum Body: Sendable {

@@ -58,7 +58,9 @@ public final class RESTRouter: Sendable {
     public func respond(_ request: RESTRequest) async -> RESTResponse {
         // A preflight is answered before authentication: browsers send it without credentials.
         if let preflight = cors?.preflight(request) { return preflight }
-        var response = await answer(request)
+        let user = RequestUser()
+        var response = await Self.$requestUser.withValue(user) { await answer(request) }
+        response.user = user.name.withLock { $0 }
         if let cors { response.headers += cors.fields(for: request) }
         // A session cookie past a tenth of its life is renewed on whatever the answer is, as
         // CouchDB does (unless the answer sets the cookie itself: a login or logout).
@@ -93,9 +95,20 @@ public final class RESTRouter: Sendable {
 
     /// Who sent `request` and how they proved it.
     func authentication(_ request: RESTRequest) async throws(RESTError) -> AccessControl.Authentication {
-        try await access.authenticate(authorization: request.header("Authorization"), cookie: request.header("Cookie"),
-                                      certificate: request.peerCertificate, address: request.remoteAddress?.host).get()
+        let a = try await access.authenticate(authorization: request.header("Authorization"), cookie: request.header("Cookie"),
+                                              certificate: request.peerCertificate, address: request.remoteAddress?.host).get()
+        if case .user(let name) = a.identity { Self.requestUser?.name.withLock { $0 = name } }
+        return a
     }
+
+    /// Who the request being answered proved to be, for its access-log line: set when it is
+    /// authenticated, read when its answer is made.
+    final class RequestUser: Sendable {
+        let name = Mutex<String?>(nil)
+    }
+
+    /// The request being answered's `RequestUser`.
+    @TaskLocal static var requestUser: RequestUser?
 
     private func route(_ r: RESTRequest) async throws(RESTError) -> RESTResponse {
         let s = r.segments
