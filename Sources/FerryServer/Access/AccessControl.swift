@@ -243,8 +243,54 @@ public final class AccessControl: Sendable {
     public func role(of identity: Identity, on db: String) -> Role? {
         switch identity {
         case .anonymous: return policy.allowAnonymous ? policy.anonymousRole : nil
-        case .user(let name): return currentUsers()[name]?.role(on: db)
+        case .user(let name):
+            guard let user = currentUsers()[name] else { return nil }
+            let own = user.role(on: db)
+            // A database's `_security` adds to the users file's roles; `*` has none.
+            guard own != .admin, db != "*", let lookup = securityLookup.withLock({ $0 }), let security = lookup(db) else { return own }
+            let granted = security.role(for: name, groups: user.groups, serverAdmin: user.role(on: "*") == .admin)
+            return [own, granted].compactMap { $0 }.max()
         case .localAdmin: return .admin
+        }
+    }
+
+    /// Finds a database's `_security` object (set by the daemon over its registry).
+    public func setSecurityLookup(_ lookup: @escaping @Sendable (String) -> SecurityObject?) {
+        securityLookup.withLock { $0 = lookup }
+    }
+
+    private let securityLookup = Mutex<(@Sendable (String) -> SecurityObject?)?>(nil)
+
+    /// Every stored user, by name (the `_users` database's documents).
+    public var users: [String: UserRecord] { storedUsers() }
+
+    /// Whether users can be changed (`_users` writes): only with a users file.
+    public var usersAreEditable: Bool { store != nil }
+
+    /// Changes the stored users: writes the users file, then serves the result at once.
+    public func updateUsers(_ change: (inout [String: UserRecord]) throws(UserStore.Failure) -> Void) throws(UserStore.Failure) {
+        guard let store else { throw .io("the users are fixed by --user; there is no users file to change") }
+        var updated: [String: UserRecord] = [:]
+        try store.update { (users) throws(UserStore.Failure) in
+            try change(&users)
+            updated = users
+        }
+        let modified = Self.modified(store.path)
+        state.withLock { s in
+            s.users = updated
+            s.modified = modified
+        }
+    }
+
+    /// Hashes a new password on the password pool (it costs what a check costs).
+    public func hashPassword(_ password: String) async throws(RESTError) -> PasswordHash {
+        let result: Result<PasswordHash, PasswordHash.Malformed>
+        do { result = try await checks.run { Result { () throws(PasswordHash.Malformed) in try PasswordHash(password: password) } } } catch {
+            throw RESTError(503, "service_unavailable", "too many password checks are waiting; retry in a moment", retryAfter: 1)
+        }
+        switch result {
+        case .success(let h): return h
+        case .failure(let e): throw RESTError(500, "error", e.reason)
         }
     }
 

@@ -68,7 +68,7 @@ public struct PasswordHash: Sendable, Equatable, CustomStringConvertible {
         return out
     }
 
-    private static func hex(_ bytes: [UInt8]) -> String {
+    static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count * 2)

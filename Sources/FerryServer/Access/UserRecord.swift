@@ -12,13 +12,22 @@ public struct UserRecord: Sendable, Equatable {
     /// Certificates that authenticate as this user: `sha256:<hex>` of the certificate's DER,
     /// or `cn:<common name>` (then the certificate must also be trusted by the server's CA).
     public var certificates: [String]
+    /// CouchDB's user roles: the `roles` of the user's `_users` document, which databases'
+    /// `_security` objects grant access to (`SecurityObject`).
+    public var groups: [String]
+    /// How many times the record was written through `_users` (its document's revision
+    /// number).
+    public var generation: Int
 
     /// A user with these parts.
-    public init(name: String, password: PasswordHash?, roles: [String: Role] = [:], certificates: [String] = []) {
+    public init(name: String, password: PasswordHash?, roles: [String: Role] = [:], certificates: [String] = [],
+                groups: [String] = [], generation: Int = 1) {
         self.name = name
         self.password = password
         self.roles = roles
         self.certificates = certificates
+        self.groups = groups
+        self.generation = generation
     }
 
     /// Whether `name` is a valid user name.
@@ -40,6 +49,8 @@ public struct UserRecord: Sendable, Equatable {
             "certificates": .array(certificates.map { .string($0) }),
         ]
         if let password { o["password"] = .string(password.encoded) }
+        if !groups.isEmpty { o["groups"] = .array(groups.map { .string($0) }) }
+        if generation != 1 { o["generation"] = .int(Int64(generation)) }
         return .object(o)
     }
 
@@ -60,5 +71,7 @@ public struct UserRecord: Sendable, Equatable {
         }
         self.roles = roles
         certificates = (o["certificates"]?.arrayValue ?? []).compactMap(\.stringValue)
+        groups = (o["groups"]?.arrayValue ?? []).compactMap(\.stringValue)
+        generation = o["generation"]?.intValue.map { Int($0) } ?? 1
     }
 }

@@ -197,6 +197,11 @@ public final class FerryDaemon: Sendable {
                                                      firstRequest: min(WebSocketConfiguration().handshakeTimeout, configuration.requestTimeout),
                                                      slowReader: configuration.slowReaderTimeout)
         let accessLog = configuration.accessLog ? AccessLog() : nil
+        access.setSecurityLookup { name in
+            // An object that no longer parses (written by another version) grants nothing.
+            guard let json = try? registry.database(name)?.security else { return nil }
+            return try? SecurityObject(json: json)
+        }
         sync.plainHTTP = { handoff in
             let connection = HTTPServerConnection(
                 handoff: handoff, limits: limits, timeouts: timeouts, logger: logger, tracker: tracker, bodies: bodies, uploads: uploads,

@@ -120,6 +120,7 @@ public final class RESTRouter: Sendable {
             // Before authentication: logging in is how a client without it gets some.
             return try await session(r)
         }
+        if first == "_users" { return try await users(r) }
         if first.hasPrefix("_") {
             let identity = try await identify(r)
             switch first {
@@ -165,6 +166,7 @@ public final class RESTRouter: Sendable {
             case "_design_docs": return try designDocs(c)
             case "_bulk_docs": return try bulkDocs(c)
             case "_changes": return try await changes(c)
+            case "_security" where s.count == 2: return try security(c)
             case "_local":
                 guard s.count == 3 else { throw .notFound("missing") }
                 return try localDocument(c, s[2])

@@ -24,6 +24,8 @@ public final class Database: Sendable {
     let blobs: BlobStore
     let validators = Mutex<[String: Validator]>([:])
     let policy: Mutex<ConflictPolicy>
+    /// `security`, once read from the file.
+    let securityCache = Mutex<(loaded: Bool, value: JSONValue?)>((false, nil))
     let logger = Logger(label: "ferry.store")
 
     private init(path: String, uuid: UUID, options: DatabaseOptions, writer: Writer, conflictPolicy: ConflictPolicy) {
