@@ -34,8 +34,8 @@ extension RESTRouter {
             let total = designOnly ? try designDocumentCount(c.db) : try c.db.documentCount()
             var rows: [JSONValue] = []
             // CouchDB's offset is a position in the ID order, which rows chosen by `keys` have not.
-            let offset: JSONValue = params["keys"] == nil ? .int(Int64(skip)) : .null
-            if let keys = params["keys"] ?? params["key"].map({ .array([$0]) }) {
+            var offset: JSONValue = params["keys"] == nil ? .int(Int64(skip)) : .null
+            if let keys = params["keys"] {
                 guard var list = keys.arrayValue else { throw RESTError.badRequest("`keys` must be an array of strings") }
                 if designOnly { list.removeAll { $0.stringValue.map { !$0.hasPrefix(Document.designPrefix) } ?? false } }
                 for key in list.dropFirst(skip).prefix(limit) {
@@ -43,8 +43,9 @@ extension RESTRouter {
                     rows.append(try row(c.db, id: id, includeDocs: includeDocs, fromKeys: true))
                 }
             } else {
-                let start = (params["startkey"] ?? params["start_key"])?.stringValue
-                let end = (params["endkey"] ?? params["end_key"])?.stringValue
+                // `key` is a range of one (a missing key is no row, not an error row).
+                let start = (params["key"] ?? params["startkey"] ?? params["start_key"])?.stringValue
+                let end = (params["key"] ?? params["endkey"] ?? params["end_key"])?.stringValue
                 let inclusiveEnd = params["inclusive_end"].map { $0.boolValue ?? ($0.stringValue != "false") } ?? true
                 var (low, high) = descending ? (end, start) : (start, end)
                 if designOnly {
@@ -53,7 +54,11 @@ extension RESTRouter {
                 }
                 var docs: [Document] = []
                 var after: String?
-                let wanted = descending ? Int.max : skip &+ limit
+                let wanted = descending || limit == Int.max ? Int.max : skip + limit
+                // Where the range starts in the whole ID order, plus what was skipped.
+                if let first = descending ? high : low {
+                    offset = .int(Int64(try c.db.documentCount(outside: first, after: descending) + skip))
+                }
                 while docs.count < wanted {
                     let page = try c.db.allDocuments(from: low, to: high, after: after, limit: 1000)
                     docs += page

@@ -23,6 +23,8 @@ extension RESTRouter {
         /// A named filter and its parameters (the query's other parameters).
         var filter: PullFilter?
         var filterParameters: [String: String] = [:]
+        /// `descending=true`: newest first, from the end (CouchDB ignores `since` then).
+        var descending = false
     }
 
     func changes(_ c: Context) async throws(RESTError) -> RESTResponse {
@@ -40,7 +42,7 @@ extension RESTRouter {
         }
         switch q.feed {
         case "normal":
-            return .json(200, try changesPage(c.db, q).json)
+            return try changesPage(c.db, q).response
         case "longpoll":
             var page = try changesPage(c.db, q)
             if page.rows.isEmpty, let heartbeat = q.heartbeat {
@@ -51,7 +53,7 @@ extension RESTRouter {
                 await Self.waitForChange(c.db, after: page.last, timeout: q.timeout ?? 60)
                 page = try changesPage(c.db, q)
             }
-            return .json(200, page.json)
+            return page.response
         case "continuous", "eventsource":
             return continuousChanges(c.db, q, eventSource: q.feed == "eventsource")
         default:
@@ -120,6 +122,7 @@ extension RESTRouter {
         }
         q.includeDocs = params["include_docs"] == "true"
         q.allLeaves = params["style"] == "all_docs"
+        q.descending = params["descending"] == "true"
         if params["filter"] == "_doc_ids" {
             var ids = bodyIDs
             if ids == nil, let text = params["doc_ids"] { ids = queryJSON(text).arrayValue }
@@ -137,11 +140,53 @@ extension RESTRouter {
         var json: JSONValue {
             .object(["results": .array(rows), "last_seq": .string(String(last)), "pending": .int(Int64(pending))])
         }
+
+        /// The page as CouchDB lays it out: `{"results":[`, one row per line, then `],` and
+        /// `"last_seq"` on a line of their own — line-by-line readers in client libraries
+        /// depend on it.
+        var bytes: [UInt8] {
+            var out = Array(#"{"results":["#.utf8)
+            out.append(10)
+            for (i, row) in rows.enumerated() {
+                if i > 0 { out += [44, 10] }
+                out += CanonicalJSON.encode(row)
+            }
+            out += Array("\n],\n\"last_seq\":\"\(last)\",\"pending\":\(pending)}\n".utf8)
+            return out
+        }
+
+        /// The answer: `bytes`, chunked as CouchDB streams it.
+        var response: RESTResponse {
+            let body = bytes
+            var r = RESTResponse(status: 200, headers: [("Content-Type", "application/json"), ("Cache-Control", "must-revalidate")],
+                                 body: .stream(AsyncStream { c in
+                                     c.yield(body)
+                                     c.finish()
+                                 }))
+            r.isFeed = false
+            return r
+        }
     }
 
     func changesPage(_ db: Database, _ q: ChangesQuery) throws(RESTError) -> ChangesPage {
         var rows: [JSONValue] = []
         var position = q.since
+        if q.descending {
+            position = .max
+            do {
+                while rows.count < q.limit {
+                    let batch = try db.changesDescending(before: position, limit: min(1000, q.limit - rows.count))
+                    if batch.isEmpty { break }
+                    for change in batch {
+                        position = change.sequence
+                        if let row = try Self.changeRow(db, change, q) { rows.append(row) }
+                        if rows.count >= q.limit { break }
+                    }
+                }
+                let pending = position == .max ? 0 : try db.pendingChangeCount(before: position)
+                return ChangesPage(rows: rows, last: position == .max ? db.lastSequence : position, pending: pending)
+            } catch { throw RESTError(error) }
+        }
         do {
             while rows.count < q.limit {
                 let batch = try db.changes(since: position, limit: min(1000, q.limit - rows.count))

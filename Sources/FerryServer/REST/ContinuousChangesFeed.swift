@@ -119,6 +119,6 @@ actor LongpollHeartbeatFeed {
         ended = true
         guard !Task.isCancelled else { return nil }
         let page = changed ? ((try? router.changesPage(db, query)) ?? empty) : empty
-        return CanonicalJSON.encode(page.json) + [10]
+        return page.bytes
     }
 }

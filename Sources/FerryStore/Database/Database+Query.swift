@@ -13,6 +13,17 @@ extension Database {
         return try query(where: conditions, bindings: bindings, after: after, limit: limit, includeDeleted: includeDeleted)
     }
 
+    /// How many live documents sort before `id` (or after it, with `after: true`) in ID order:
+    /// the `offset` of an `_all_docs` range that starts there.
+    public func documentCount(outside id: String, after: Bool = false) throws(StoreError) -> Int {
+        try readers.withReader { (c) throws(StoreError) -> Int in
+            let s = try c.prepare("SELECT count(*) FROM docs WHERE deleted = 0 AND doc_id \(after ? ">" : "<") ?")
+            defer { s.reset() }
+            s.bind(1, id)
+            return try s.step() ? s.int(0) : 0
+        }
+    }
+
     /// Documents whose type property (`options.typeKey`, default `type`) is `type`; uses the
     /// `doc_type` column's index, so it never scans.
     public func documents(ofType type: String, after: String? = nil, limit: Int = 1000,

@@ -360,11 +360,20 @@ public final class Database: Sendable {
 
     /// Changes after `since`, in sequence order: each document once, at its latest change.
     public func changes(since: Int64 = 0, limit: Int = 1000) throws(StoreError) -> [Change] {
+        try changes(where: "sequence > ? ORDER BY sequence", bound: since, limit: limit)
+    }
+
+    /// Changes before `before`, newest first (CouchDB's `_changes?descending=true`).
+    public func changesDescending(before: Int64 = .max, limit: Int = 1000) throws(StoreError) -> [Change] {
+        try changes(where: "sequence < ? ORDER BY sequence DESC", bound: before, limit: limit)
+    }
+
+    private func changes(where clause: String, bound: Int64, limit: Int) throws(StoreError) -> [Change] {
         guard limit > 0 else { throw .invalidArgument("limit must be positive") }
         return try readers.withReader { (c) throws(StoreError) -> [Change] in
-            let s = try c.prepare("SELECT doc_id, rev_id, deleted, sequence, conflicted FROM docs WHERE sequence > ? ORDER BY sequence LIMIT ?")
+            let s = try c.prepare("SELECT doc_id, rev_id, deleted, sequence, conflicted FROM docs WHERE \(clause) LIMIT ?")
             defer { s.reset() }
-            s.bind(1, since)
+            s.bind(1, bound)
             s.bind(2, limit)
             var out: [Change] = []
             while try s.step() {
@@ -374,6 +383,16 @@ public final class Database: Sendable {
                                   hasOtherLeaves: s.int(4) & 2 != 0))
             }
             return out
+        }
+    }
+
+    /// How many documents last changed before `before` (what a descending feed has left).
+    public func pendingChangeCount(before: Int64) throws(StoreError) -> Int {
+        try readers.withReader { (c) throws(StoreError) -> Int in
+            let s = try c.prepare("SELECT count(*) FROM docs WHERE sequence < ?")
+            defer { s.reset() }
+            s.bind(1, before)
+            return try s.step() ? s.int(0) : 0
         }
     }
 
