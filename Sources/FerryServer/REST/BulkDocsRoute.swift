@@ -59,7 +59,11 @@ extension RESTRouter {
                         continue
                     }
                     do throws(StoreError) {
-                        let parent = try incoming.rev.map { (t) throws(StoreError) in try RevisionID(t) }
+                        // A `_rev` that is not a revision ID here cannot be the current one: a
+                        // conflict for this document, as CouchDB answers (not a 400 for all).
+                        let parent = try incoming.rev.map { (t) throws(StoreError) in
+                            do throws(StoreError) { return try RevisionID(t) } catch { throw .conflict(documentID: id) }
+                        }
                         let doc = Document(id: id, basedOn: parent, properties: incoming.properties)
                         let saved = incoming.deleted ? try b.delete(doc, concurrencyControl: .failOnConflict)
                                                      : try b.save(doc, concurrencyControl: .failOnConflict)

@@ -130,6 +130,8 @@ public final class RESTRouter: Sendable {
             case "_uuids":
                 try Self.allow(r, ["GET", "HEAD"])
                 return uuids(r)
+            case "_dbs_info" where s.count == 1:
+                return try databasesInfo(r, identity)
             default:
                 throw .notFound("no route \(r.head.target)")
             }
@@ -167,6 +169,7 @@ public final class RESTRouter: Sendable {
             case "_bulk_docs": return try bulkDocs(c)
             case "_changes": return try await changes(c)
             case "_security" where s.count == 2: return try security(c)
+            case "_missing_revs" where s.count == 2: return try missingRevs(c)
             case "_local":
                 guard s.count == 3 else { throw .notFound("missing") }
                 return try localDocument(c, s[2])

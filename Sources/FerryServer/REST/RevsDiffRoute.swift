@@ -10,9 +10,26 @@ extension RESTRouter {
     /// ancestors are the leaves older than some missing revision, which the pusher can use as
     /// the base of what it sends.
     func revsDiff(_ c: Context) throws(RESTError) -> RESTResponse {
+        let diff = try missingRevisions(c)
+        return .json(200, .object(diff.mapValues { entry in
+            var o: [String: JSONValue] = ["missing": .array(entry.missing.map { .string($0) })]
+            if !entry.ancestors.isEmpty { o["possible_ancestors"] = .array(entry.ancestors.map { .string($0) }) }
+            return .object(o)
+        }))
+    }
+
+    /// `POST /{db}/_missing_revs` (CouchDB 1.x replicators ask it): `{"missing_revs":{"docid":[…]}}`,
+    /// the same as `_revs_diff` without the ancestors.
+    func missingRevs(_ c: Context) throws(RESTError) -> RESTResponse {
+        let diff = try missingRevisions(c)
+        return .json(200, .object(["missing_revs": .object(diff.mapValues { .array($0.missing.map { .string($0) }) })]))
+    }
+
+    /// The body's revisions this database lacks, and the leaves older than them, per document.
+    private func missingRevisions(_ c: Context) throws(RESTError) -> [String: (missing: [String], ancestors: [String])] {
         try Self.allow(c.request, ["POST"])
         let body = try Self.jsonObject(c.request)
-        var out: [String: JSONValue] = [:]
+        var out: [String: (missing: [String], ancestors: [String])] = [:]
         for (id, value) in body {
             guard let revs = value.arrayValue else { throw .badRequest("_revs_diff: the value of \(id.debugDescription) must be an array of revisions") }
             let tree: RevisionTree?
@@ -30,11 +47,9 @@ extension RESTRouter {
                 }
             }
             guard !missing.isEmpty else { continue }
-            var entry: [String: JSONValue] = ["missing": .array(missing.map { .string($0) })]
-            if !ancestors.isEmpty { entry["possible_ancestors"] = .array(ancestors.sorted(by: >).map { .string($0.description) }) }
-            out[id] = .object(entry)
+            out[id] = (missing, ancestors.sorted(by: >).map(\.description))
         }
-        return .json(200, .object(out))
+        return out
     }
 
     /// `GET` answers the store's revision tree depth as a bare integer. Ferry's depth is fixed

@@ -48,12 +48,47 @@ extension RESTRouter {
         return p
     }
 
+    /// `POST /_dbs_info` with `{"keys":[…]}` (CouchDB 2.2+): `[{"key":NAME,"info":{…}}]`, or
+    /// `"error":"not_found"` for a database that is not there or not the caller's; `GET` lists
+    /// the caller's databases the same way, with `limit` and `skip`.
+    func databasesInfo(_ r: RESTRequest, _ identity: AccessControl.Identity) throws(RESTError) -> RESTResponse {
+        let names: [String]
+        switch r.method {
+        case "POST":
+            let body = try Self.jsonObject(r)
+            guard let keys = body["keys"]?.arrayValue, keys.allSatisfy({ $0.stringValue != nil }) else {
+                throw .badRequest("`keys` member must exist.")
+            }
+            names = keys.compactMap(\.stringValue)
+        case "GET", "HEAD":
+            let all = registry.names.filter { access.role(of: identity, on: $0) != nil }.sorted()
+            let skip = Int(r[query: "skip"] ?? "") ?? 0
+            let limit = Int(r[query: "limit"] ?? "") ?? Int.max
+            names = Array(all.dropFirst(max(0, skip)).prefix(max(0, limit)))
+        default: throw .methodNotAllowed("GET,HEAD,POST")
+        }
+        var rows: [JSONValue] = []
+        for name in names {
+            guard let db = registry.database(name), let role = access.role(of: identity, on: name) else {
+                rows.append(.object(["key": .string(name), "error": "not_found"]))
+                continue
+            }
+            let info = try databaseInfoJSON(Context(request: r, identity: identity, name: name, db: db, role: role))
+            rows.append(.object(["key": .string(name), "info": info]))
+        }
+        return .json(200, .array(rows))
+    }
+
     func databaseInfo(_ c: Context) throws(RESTError) -> RESTResponse {
+        .json(200, try databaseInfoJSON(c))
+    }
+
+    private func databaseInfoJSON(_ c: Context) throws(RESTError) -> JSONValue {
         do {
             let live = try c.db.documentCount()
             let all = try c.db.documentCount(includeDeleted: true)
             let size = Self.fileSize(c.db.path) + Self.fileSize(c.db.path + "-wal")
-            return .json(200, .object([
+            return .object([
                 "db_name": .string(c.name),
                 "doc_count": .int(Int64(live)),
                 "doc_del_count": .int(Int64(all - live)),
@@ -64,7 +99,7 @@ extension RESTRouter {
                 "sizes": .object(["file": .int(size), "active": .int(size), "external": .int(size)]),
                 "instance_start_time": "0",
                 "uuid": .string(c.db.uuid.uuidString.lowercased()),
-            ]))
+            ])
         } catch { throw RESTError(error) }
     }
 

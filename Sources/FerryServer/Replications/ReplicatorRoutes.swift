@@ -10,7 +10,7 @@ enum ReplicatorRoutes {
     /// The hook for a router.
     static func hook(_ scheduler: ReplicationScheduler) -> @Sendable (RESTRequest, RESTRouter) async -> RESTResponse? {
         { request, router in
-            guard let first = request.segments.first, ["_replicator", "_replicate", "_scheduler"].contains(first) else { return nil }
+            guard let first = request.segments.first, ["_replicator", "_replicate", "_scheduler", "_active_tasks"].contains(first) else { return nil }
             do {
                 return try await route(first, request, router, scheduler)
             } catch {
@@ -30,6 +30,7 @@ enum ReplicatorRoutes {
         switch first {
         case "_replicator": return try await replicator(request, router, scheduler)
         case "_replicate": return try await replicate(request, router, scheduler)
+        case "_active_tasks": return try activeTasks(request, scheduler)
         default: return try await schedulerRoute(request, scheduler)
         }
     }
@@ -169,6 +170,34 @@ enum ReplicatorRoutes {
         } catch where error.status == 412 {
             // Made by another request meanwhile: it is there, which is what was asked.
         }
+    }
+
+    /// `GET /_active_tasks`: the replications running now, in CouchDB's task shape (the
+    /// other task kinds CouchDB lists — compactions, indexers — finish inside their request
+    /// here and never show).
+    private static func activeTasks(_ r: RESTRequest, _ scheduler: ReplicationScheduler) throws(RESTError) -> RESTResponse {
+        guard r.segments.count == 1 else { throw .notFound("no route \(r.head.target)") }
+        try RESTRouter.allow(r, ["GET", "HEAD"])
+        let tasks: [JSONValue] = scheduler.entries.compactMap { e in
+            let job = ReplicationJob.job(e, session: scheduler.session(e.spec.id))
+            guard job.state == "running" else { return nil }
+            var o: [String: JSONValue] = [
+                "type": "replication", "node": .string(job.node), "pid": .string("<ferry.\(job.id)>"),
+                "replication_id": .string(job.id), "doc_id": job.documentID.map { .string($0) } ?? .null,
+                "database": job.documentID == nil ? .null : "_replicator",
+                "source": .string(job.source), "target": .string(job.target), "continuous": .bool(job.continuous),
+                "docs_read": .int(job.info.docsRead), "docs_written": .int(job.info.docsWritten),
+                "doc_write_failures": .int(job.info.docWriteFailures),
+                "changes_pending": job.info.changesPending.map { .int($0) } ?? .null,
+                "user": .null,
+            ]
+            let started = job.startTime.flatMap { ISO8601DateFormatter().date(from: $0) }
+            let updated = job.lastUpdated.flatMap { ISO8601DateFormatter().date(from: $0) }
+            o["started_on"] = .int(Int64(started?.timeIntervalSince1970 ?? 0))
+            o["updated_on"] = .int(Int64((updated ?? started)?.timeIntervalSince1970 ?? 0))
+            return .object(o)
+        }
+        return .json(200, .array(tasks))
     }
 
     private static func schedulerRoute(_ r: RESTRequest, _ scheduler: ReplicationScheduler) async throws(RESTError) -> RESTResponse {
