@@ -160,7 +160,11 @@ public final class FerryDaemon: Sendable {
         let coordinator = CoordinatorSlot()
         let router = RESTRouter(registry: registry, access: access, serverID: id,
                                 version: configuration.version,
-                                hooks: [OperationsRoutes.hook(metrics: metrics, sources: sources), ReplicatorRoutes.hook(scheduler),
+                                hooks: [OperationsRoutes.hook(metrics: metrics, sources: sources), ReplicatorRoutes.hook(scheduler, ownURL: {
+                                    guard let l = box.withLock({ $0 }), configuration.tls == nil else { return nil }
+                                    let host = ["0.0.0.0", "::", ""].contains(configuration.host) ? "127.0.0.1" : configuration.host
+                                    return "http://\(host.contains(":") ? "[\(host)]" : host):\(l.port)"
+                                }),
                                         DiscoveryRoute.hook { coordinator.value.withLock { $0 } }] + hooks,
                                 cors: configuration.cors, logger: logger)
         var sync = SyncListener.Configuration()

@@ -142,7 +142,13 @@ public struct ReplicationSpec: Sendable, Equatable {
     }
 
     /// Reads a replication document (`_id` given separately when it comes from the URL).
-    public init(id: String, json o: [String: JSONValue]) throws(Invalid) {
+    public init(id: String, json given: [String: JSONValue]) throws(Invalid) {
+        var o = given
+        // CouchDB's `{"url":…,"headers":{"Authorization":"Basic …"}}` form of source and target.
+        for key in ["source", "target"] {
+            guard let endpoint = o[key]?.objectValue else { continue }
+            o[key] = .string(try Self.url(of: endpoint, key))
+        }
         func string(_ k: String) throws(Invalid) -> String? {
             guard let v = o[k], v != .null else { return nil }
             guard let s = v.stringValue else { throw Invalid("\(k) must be a string") }
@@ -320,6 +326,24 @@ public struct ReplicationSpec: Sendable, Equatable {
         var s = self
         if s.password == "***", s.user == old.user { s.password = old.password }
         return s
+    }
+
+    /// The URL of a `{"url":…,"headers":{…}}` endpoint, an `Authorization: Basic` header's
+    /// credentials put in it (the only header Ferry's replications can send).
+    private static func url(of endpoint: [String: JSONValue], _ key: String) throws(Invalid) -> String {
+        guard let url = endpoint["url"]?.stringValue else { throw Invalid("\(key).url must be a string") }
+        var credentials: (String, String)?
+        for (name, value) in endpoint["headers"]?.objectValue ?? [:] {
+            guard name.lowercased() == "authorization", let v = value.stringValue, let c = AccessControl.basicCredentials(v) else {
+                throw Invalid("\(key).headers: only an Authorization: Basic header is supported")
+            }
+            credentials = c
+        }
+        guard let (user, password) = credentials else { return url }
+        guard var c = URLComponents(string: url), c.user == nil else { throw Invalid("\(key): credentials both in the URL and in headers") }
+        c.user = user
+        c.password = password
+        return c.string ?? url
     }
 
     static func isRemote(_ s: String) -> Bool {

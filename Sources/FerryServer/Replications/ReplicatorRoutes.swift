@@ -8,11 +8,15 @@ import Foundation
 /// Ferry's `/_scheduler/mode`.
 enum ReplicatorRoutes {
     /// The hook for a router.
-    static func hook(_ scheduler: ReplicationScheduler) -> @Sendable (RESTRequest, RESTRouter) async -> RESTResponse? {
+    /// `ownURL` gives this daemon's plain `http://` address as its own clients reach it (nil
+    /// while it is not listening, or when it serves TLS only): a `_replicate` between two of
+    /// its databases replicates through it.
+    static func hook(_ scheduler: ReplicationScheduler, ownURL: @escaping @Sendable () -> String? = { nil })
+        -> @Sendable (RESTRequest, RESTRouter) async -> RESTResponse? {
         { request, router in
             guard let first = request.segments.first, ["_replicator", "_replicate", "_scheduler", "_active_tasks"].contains(first) else { return nil }
             do {
-                return try await route(first, request, router, scheduler)
+                return try await route(first, request, router, scheduler, ownURL)
             } catch {
                 return RESTError.from(error).response
             }
@@ -24,12 +28,12 @@ enum ReplicatorRoutes {
     /// closure's coroutine, in `emitSetAndGetSwiftErrorValueAround`) in release builds.
     @inline(never)
     private static func route(_ first: String, _ request: RESTRequest, _ router: RESTRouter,
-                              _ scheduler: ReplicationScheduler) async throws(RESTError) -> RESTResponse {
+                              _ scheduler: ReplicationScheduler, _ ownURL: @Sendable () -> String?) async throws(RESTError) -> RESTResponse {
         let identity = try await router.identify(request)
         guard router.access.isServerAdmin(identity) else { throw RESTError.forbidden("You are not a server admin.") }
         switch first {
         case "_replicator": return try await replicator(request, router, scheduler)
-        case "_replicate": return try await replicate(request, router, scheduler)
+        case "_replicate": return try await replicate(request, router, scheduler, ownURL)
         case "_active_tasks": return try activeTasks(request, scheduler)
         default: return try await schedulerRoute(request, scheduler)
         }
@@ -102,9 +106,11 @@ enum ReplicatorRoutes {
     /// `POST /_replicate`: a one-off replication (CouchDB's shape). A one-shot one answers when
     /// done, with its history; a continuous one answers at once with its `_local_id`; `cancel`
     /// stops one by `replication_id`.
-    private static func replicate(_ r: RESTRequest, _ router: RESTRouter, _ scheduler: ReplicationScheduler) async throws(RESTError) -> RESTResponse {
+    private static func replicate(_ r: RESTRequest, _ router: RESTRouter, _ scheduler: ReplicationScheduler,
+                                  _ ownURL: @Sendable () -> String?) async throws(RESTError) -> RESTResponse {
         try RESTRouter.allow(r, ["POST"])
-        let body = try RESTRouter.jsonObject(r)
+        var body = try RESTRouter.jsonObject(r)
+        try replicateLocally(&body, r, router, ownURL)
         if body["cancel"]?.boolValue == true {
             guard let id = body["replication_id"]?.stringValue, scheduler.entry(id)?.transient == true else {
                 throw .notFound("no replication with that replication_id")
@@ -156,7 +162,14 @@ enum ReplicatorRoutes {
     /// push the target is the peer, which must have it (else the job fails `db_not_found`).
     private static func createTargetIfAsked(_ spec: ReplicationSpec, _ body: [String: JSONValue],
                                             _ router: RESTRouter) throws(RESTError) {
-        guard body["create_target"]?.boolValue == true, spec.direction != .push else { return }
+        guard spec.direction != .push else { return }
+        try createIfAsked(spec.database, body, router)
+    }
+
+    /// Makes local database `name` when the body asks (`create_target`), with
+    /// `create_target_params.conflict_policy`.
+    private static func createIfAsked(_ name: String, _ body: [String: JSONValue], _ router: RESTRouter) throws(RESTError) {
+        guard body["create_target"]?.boolValue == true else { return }
         var policy: ConflictPolicy?
         if let params = body["create_target_params"], params != .null {
             guard let o = params.objectValue else { throw .badRequest("create_target_params must be an object") }
@@ -164,12 +177,34 @@ enum ReplicatorRoutes {
                 policy = try RESTRouter.conflictPolicy(value.stringValue ?? "", parameter: "create_target_params.conflict_policy")
             }
         }
-        guard router.registry.database(spec.database) == nil else { return }
+        guard router.registry.database(name) == nil else { return }
         do {
-            _ = try router.registry.create(spec.database, conflictPolicy: policy)
+            _ = try router.registry.create(name, conflictPolicy: policy)
         } catch where error.status == 412 {
             // Made by another request meanwhile: it is there, which is what was asked.
         }
+    }
+
+    /// Two local databases (CouchDB 3 takes their names): the target becomes this daemon's
+    /// own URL, reached with the caller's Basic credentials — the replication runs as the
+    /// caller, through the same access checks as any other client.
+    private static func replicateLocally(_ body: inout [String: JSONValue], _ r: RESTRequest, _ router: RESTRouter,
+                                         _ ownURL: @Sendable () -> String?) throws(RESTError) {
+        guard let source = body["source"]?.stringValue, let target = body["target"]?.stringValue,
+              !ReplicationSpec.isRemote(source), !ReplicationSpec.isRemote(target) else { return }
+        if (try? DatabaseName(target)) != nil { try createIfAsked(target, body, router) }
+        guard let base = ownURL() else {
+            throw .badRequest("between two local databases give the target as an http(s):// URL of this server (it serves TLS only)")
+        }
+        guard let authorization = r.header("Authorization"), let (user, password) = AccessControl.basicCredentials(authorization) else {
+            throw .badRequest("between two local databases, log in with Basic credentials or give the target as a URL with them")
+        }
+        var url = URLComponents(string: base)
+        url?.user = user
+        url?.password = password
+        url?.percentEncodedPath = "/" + RESTRouter.encodePathSegment(target).replacingOccurrences(of: "/", with: "%2F")
+        guard let full = url?.string else { throw .badRequest("target \(target.debugDescription) is not a database name") }
+        body["target"] = .string(full)
     }
 
     /// `GET /_active_tasks`: the replications running now, in CouchDB's task shape (the
