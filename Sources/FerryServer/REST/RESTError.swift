@@ -94,10 +94,12 @@ public struct RESTError: Error, Sendable, Equatable {
         }
     }
 
-    /// The response carrying this error.
+    /// The response carrying this error. A 401 carries no `WWW-Authenticate`, as CouchDB 3.5's
+    /// do not: with one, a browser holds a page's credentialed `fetch` for its own password
+    /// prompt (headless, forever) instead of answering it — a web app whose session expired
+    /// would hang.
     public var response: RESTResponse {
         var r = RESTResponse.json(status, .object(["error": .string(error), "reason": .string(reason)]))
-        if status == 401 { r.headers.append(("WWW-Authenticate", #"Basic realm="Ferry""#)) }
         if let retryAfter { r.headers.append(("Retry-After", String(retryAfter))) }
         return r
     }
