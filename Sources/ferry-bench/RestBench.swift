@@ -25,6 +25,10 @@ struct RestBench: AsyncParsableCommand {
     @Option(help: "Bulk runs (the median is reported).") var bulkRuns = 5
     @Option(help: "Latency samples.") var samples = 1000
     @Option(help: "Folder for the temporary data.") var dir = NSTemporaryDirectory()
+    @Option(help: ArgumentHelp(
+        "Measure this server instead of a ferry serve child (http://user:password@host:port, e.g. a CouchDB); its database `bench` is made fresh.",
+        valueName: "url"))
+    var server: String?
 
     static func now() -> Double {
         var ts = timespec()
@@ -47,24 +51,42 @@ struct RestBench: AsyncParsableCommand {
             p.waitUntilExit()
             guard p.terminationStatus == 0 else { throw ValidationError("ferry \(args.joined(separator: " ")) failed") }
         }
-        try runFerry(["db", "create", "--data", data, "bench"])
-        try runFerry(["user", "add", "--data", data, "bench", "--password", "bench-secret", "--role", "*=admin"])
-        let child = Process()
-        child.executableURL = ferry
-        child.arguments = ["serve", "--data", data, "--port", "0"]
-        let out = Pipe()
-        child.standardOutput = out
-        child.standardError = FileHandle.nullDevice
-        try child.run()
-        defer { child.terminate(); child.waitUntilExit() }
-        var line: [UInt8] = []
-        var c: UInt8 = 0
-        while read(out.fileHandleForReading.fileDescriptor, &c, 1) == 1, c != 10 { line.append(c) }
-        guard let url = String(decoding: line, as: UTF8.self).split(separator: " ").first(where: { $0.hasPrefix("http://") }),
-              let port = Int(url.dropFirst("http://127.0.0.1:".count).prefix { $0.isNumber }) else {
-            throw ValidationError("ferry serve did not start: \(String(decoding: line, as: UTF8.self))")
+        let port: Int
+        let auth: String
+        var child: Process?
+        defer { child?.terminate(); child?.waitUntilExit() }
+        if let server {
+            guard let (endpoint, _, user, password) = HTTPEndpoint.split(server), !endpoint.secure, let user else {
+                throw ValidationError("--server takes http://user:password@host:port")
+            }
+            port = endpoint.port
+            auth = "Basic " + Data("\(user):\(password ?? "")".utf8).base64EncodedString()
+        } else {
+            try runFerry(["db", "create", "--data", data, "bench"])
+            try runFerry(["user", "add", "--data", data, "bench", "--password", "bench-secret", "--role", "*=admin"])
+            let p = Process()
+            p.executableURL = ferry
+            p.arguments = ["serve", "--data", data, "--port", "0"]
+            let out = Pipe()
+            p.standardOutput = out
+            // Its log, access-log lines included, is written where a service's goes (a pipe),
+            // and drained: /dev/null would hide what writing it costs.
+            let err = Pipe()
+            p.standardError = err
+            try p.run()
+            child = p
+            let drain = Thread { while !err.fileHandleForReading.availableData.isEmpty {} }
+            drain.start()
+            var line: [UInt8] = []
+            var c: UInt8 = 0
+            while read(out.fileHandleForReading.fileDescriptor, &c, 1) == 1, c != 10 { line.append(c) }
+            guard let url = String(decoding: line, as: UTF8.self).split(separator: " ").first(where: { $0.hasPrefix("http://") }),
+                  let n = Int(url.dropFirst("http://127.0.0.1:".count).prefix { $0.isNumber }) else {
+                throw ValidationError("ferry serve did not start: \(String(decoding: line, as: UTF8.self))")
+            }
+            port = n
+            auth = "Basic " + Data("bench:bench-secret".utf8).base64EncodedString()
         }
-        let auth = "Basic " + Data("bench:bench-secret".utf8).base64EncodedString()
         // Ferry's one HTTP client, one kept-alive connection, as the benchmark always measured.
         var settings = HTTPClient.Configuration()
         settings.maxConnectionsPerEndpoint = 1
@@ -77,7 +99,14 @@ struct RestBench: AsyncParsableCommand {
             let r = try await http.execute(HTTPClientRequest(method: method, endpoint: endpoint, target: path, headers: headers, body: body))
             return (r.status, r.body)
         }
-        print("server: ferry serve --data (pid \(child.processIdentifier)), port \(port); machine: \(ProcessInfo.processInfo.activeProcessorCount) CPUs")
+        if server != nil {
+            _ = try await request("DELETE", "/bench")
+            let made = try await request("PUT", "/bench")
+            guard made.status == 201 else { throw ValidationError("PUT /bench: \(made.status)") }
+            print("server: \(server.map { HTTPEndpoint.split($0).map { "\($0.0)" } ?? $0 } ?? "?"); machine: \(ProcessInfo.processInfo.activeProcessorCount) CPUs")
+        } else {
+            print("server: ferry serve --data (pid \(child?.processIdentifier ?? 0)), port \(port); machine: \(ProcessInfo.processInfo.activeProcessorCount) CPUs")
+        }
 
         // 1. Keep-alive GET of a 1 KiB document.
         let body = CanonicalJSON.encode(.object(Self.props(0)))

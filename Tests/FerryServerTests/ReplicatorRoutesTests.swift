@@ -127,7 +127,7 @@ struct ReplicatorRoutesTests {
         let r = try await a.request("POST", "/_replicate", json: #"{"source":"alpha","target":"\#(target)"}"#, user: Self.root)
         #expect(r.status == 200, "\(r.text)")
         #expect(r.object["ok"] == true)
-        #expect(r.object["docs_pushed"] == 5)
+        #expect(r.object["history"]?.arrayValue?.first?.objectValue?["docs_written"] == 5)
         #expect(try await b.request("GET", "/beta/d4").status == 200)
         #expect(try await a.request("GET", "/_scheduler/jobs", user: Self.root).object["total_rows"] == 0)
 

@@ -10,7 +10,26 @@ extension RESTRouter {
         try require(.writer, c)
         let body = try Self.jsonObject(c.request)
         guard let docs = body["docs"]?.arrayValue else { throw .badRequest("POST body must include `docs` parameter.") }
+        if let v = body["new_edits"], v.boolValue == nil { throw .badRequest("`new_edits` parameter must be a boolean.") }
         let newEdits = body["new_edits"]?.boolValue ?? true
+        if body["all_or_nothing"]?.boolValue == true {
+            // CouchDB 2+ dropped it and answers each document so, with 417 for the request.
+            let rows: [JSONValue] = docs.map { d in
+                .object(["id": d.objectValue?["_id"] ?? .null, "rev": "0-", "error": "not_implemented",
+                         "reason": "all_or_nothing is not supported"])
+            }
+            return .json(417, .array(rows))
+        }
+        // Malformed as a whole, as CouchDB refuses it: a replicated document without its
+        // revision, or a special member Ferry does not know (`_foo`).
+        for case let o? in docs.map(\.objectValue) {
+            if !newEdits, o["_rev"] == nil, o["_revisions"] == nil {
+                throw .badRequest("When `new_edits: false`, the document needs `_rev` or `_revisions` specified")
+            }
+            if let bad = o.keys.first(where: { $0.hasPrefix("_") && !Self.specialMembers.contains($0) }) {
+                throw RESTError(400, "doc_validation", "Bad special document member: \(bad)")
+            }
+        }
         // CouchDB refuses the whole request for an ID it reserves (or an empty one), before
         // writing any: such a batch is malformed, not one document's failure.
         for case let id? in docs.map({ $0.objectValue?["_id"]?.stringValue }) where Self.isReservedID(id) {
@@ -20,8 +39,19 @@ extension RESTRouter {
         items.reserveCapacity(docs.count)
         var forbidden: [JSONValue] = []
         let mayWriteDesign = c.role >= .admin
+        var locals: [JSONValue] = []
         for d in docs {
             guard let o = d.objectValue else { throw .badRequest("Document must be a JSON object") }
+            // `_local/` documents are written as they are (no history), as CouchDB does.
+            if let id = o["_id"]?.stringValue, id.hasPrefix("_local/") {
+                var props = o
+                for k in ["_id", "_rev", "_revisions"] { props[k] = nil }
+                do {
+                    let rev = try c.db.putLocalDocument(String(id.dropFirst(7)), properties: props)
+                    if newEdits { locals.append(.object(["ok": true, "id": .string(id), "rev": .string(rev)])) }
+                } catch { locals.append(Self.itemError(id, RESTError(error))) }
+                continue
+            }
             // A design document needs the admin role; a writer's is refused alone, as CouchDB
             // does, and its inline attachments are not even kept as blobs.
             if !mayWriteDesign, let id = o["_id"]?.stringValue, Document.isDesignID(id) {
@@ -37,8 +67,14 @@ extension RESTRouter {
                                                                                 parentRevs: Self.parentRevisions(nil, o), following: [:]))
             items.append((incoming.id ?? Self.newID(), incoming))
         }
-        return newEdits ? try saveAll(c.db, items, mayWriteDesign: mayWriteDesign) : try insertAll(c.db, items, refused: forbidden)
+        let answer = newEdits ? try saveAll(c.db, items, mayWriteDesign: mayWriteDesign) : try insertAll(c.db, items, refused: forbidden)
+        guard !locals.isEmpty, case .bytes(let bytes) = answer.body, case .array(let rows)? = try? JSONParser.parse(bytes) else { return answer }
+        return .json(answer.status, .array(locals + rows))
     }
+
+    /// The `_` members a document body may carry (CouchDB's list; others are refused).
+    static let specialMembers: Set<String> = ["_id", "_rev", "_deleted", "_attachments", "_revisions", "_revs_info",
+                                              "_conflicts", "_deleted_conflicts", "_local_seq"]
 
     /// Whether CouchDB refuses `id` as a document ID outright: empty, or starting with `_`
     /// without being a design document's or a local document's.

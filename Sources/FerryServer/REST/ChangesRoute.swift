@@ -25,16 +25,28 @@ extension RESTRouter {
         var filterParameters: [String: String] = [:]
         /// `descending=true`: newest first, from the end (CouchDB ignores `since` then).
         var descending = false
+        /// `conflicts=true`: each `doc` carries `_conflicts`.
+        var conflicts = false
+        /// `attachments=true`: each `doc` carries its attachments' data inline.
+        var attachments = false
+        /// `seq_interval=N`: only every Nth row (and the last) carries its `seq` (CouchDB's
+        /// saving for replicators that checkpoint seldom); the others say null.
+        var seqInterval: Int?
+        /// `filter=_selector` (CouchDB reports no `pending` then).
+        var selector = false
     }
 
     func changes(_ c: Context) async throws(RESTError) -> RESTResponse {
         try Self.allow(c.request, ["GET", "HEAD", "POST"])
         var q = try Self.changesQuery(c)
-        if let name = c.request[query: "filter"], name != "_doc_ids" {
+        if c.request[query: "filter"] == "_selector" {
+            q.filter = try Self.selectorFilter(c)
+            q.selector = true
+        } else if let name = c.request[query: "filter"], name != "_doc_ids" {
             var found = pullFilters.withLock { $0[name] }
             if found == nil { found = try Self.builtInFilter(name, c.db) }
             guard let f = found else {
-                throw .notFound("no filter named \(name.debugDescription); known: _doc_ids, _design and \(pullFilters.withLock { $0.keys.sorted() })")
+                throw .badRequest("`filter` must be of the form `designname/filtername`")
             }
             q.filter = f
             let own: Set<String> = ["feed", "since", "limit", "include_docs", "heartbeat", "timeout", "filter", "style", "doc_ids", "descending"]
@@ -42,7 +54,7 @@ extension RESTRouter {
         }
         switch q.feed {
         case "normal":
-            return try changesPage(c.db, q).response
+            return try changesPage(c.db, q).response(tagged: true)
         case "longpoll":
             var page = try changesPage(c.db, q)
             if page.rows.isEmpty, let heartbeat = q.heartbeat {
@@ -53,11 +65,28 @@ extension RESTRouter {
                 await Self.waitForChange(c.db, after: page.last, timeout: q.timeout ?? 60)
                 page = try changesPage(c.db, q)
             }
-            return page.response
+            return page.response(tagged: false)
         case "continuous", "eventsource":
             return continuousChanges(c.db, q, eventSource: q.feed == "eventsource")
         default:
             throw .badRequest("feed must be normal, longpoll, continuous or eventsource")
+        }
+    }
+
+    /// `filter=_selector` with `{"selector":{…}}` in the body: a Mango selector (what `_find`
+    /// takes) over each change's current revision, the ID conditions checked here and the rest
+    /// by the store's predicate engine.
+    static func selectorFilter(_ c: Context) throws(RESTError) -> PullFilter {
+        guard c.request.method == "POST", let selector = try jsonObject(c.request)["selector"]?.objectValue else {
+            throw .badRequest("Selector must be specified in POST payload")
+        }
+        var translator = SelectorTranslator()
+        let predicate = try translator.predicate(selector)
+        let ids = translator.idConditions
+        let db = c.db
+        return { doc, _, _ in
+            guard SelectorTranslator.idMatches(doc.id, ids) else { return false }
+            return (try? db.documentIDs(matching: predicate, among: [doc.id]).contains(doc.id)) ?? false
         }
     }
 
@@ -112,7 +141,7 @@ extension RESTRouter {
             // heartbeat and timeout stay in range (limit=1e20 or timeout=1e300 trapped).
             return min(n, 1e12)
         }
-        if let l = try number("limit") { q.limit = max(Int(l), 1) }
+        if let l = try number("limit") { q.limit = Int(l) }
         q.timeout = try number("timeout").map { $0 / 1000 }
         if params["heartbeat"] == "true" {
             // CouchDB's default interval (60 s), or the timeout when shorter.
@@ -123,6 +152,12 @@ extension RESTRouter {
         q.includeDocs = params["include_docs"] == "true"
         q.allLeaves = params["style"] == "all_docs"
         q.descending = params["descending"] == "true"
+        q.conflicts = params["conflicts"] == "true"
+        q.attachments = params["attachments"] == "true"
+        if let style = params["style"], style != "main_only", style != "all_docs" {
+            throw .badRequest("style must be main_only or all_docs")
+        }
+        if let n = try number("seq_interval") { q.seqInterval = max(1, Int(n)) }
         if params["filter"] == "_doc_ids" {
             var ids = bodyIDs
             if ids == nil, let text = params["doc_ids"] { ids = queryJSON(text).arrayValue }
@@ -155,10 +190,13 @@ extension RESTRouter {
             return out
         }
 
-        /// The answer: `bytes`, chunked as CouchDB streams it.
-        var response: RESTResponse {
+        /// The answer: `bytes`, chunked as CouchDB streams it; a normal feed's tagged with an
+        /// opaque `ETag` (a digest of what was sent), a longpoll's not, as CouchDB's.
+        func response(tagged: Bool) -> RESTResponse {
             let body = bytes
-            var r = RESTResponse(status: 200, headers: [("Content-Type", "application/json"), ("Cache-Control", "must-revalidate")],
+            var headers: [(name: String, value: String)] = [("Content-Type", "application/json"), ("Cache-Control", "must-revalidate")]
+            if tagged { headers.append(("ETag", "\"" + String(AccessControl.sha256Hex(body).prefix(25)).uppercased() + "\"")) }
+            var r = RESTResponse(status: 200, headers: headers,
                                  body: .stream(AsyncStream { c in
                                      c.yield(body)
                                      c.finish()
@@ -184,7 +222,7 @@ extension RESTRouter {
                     }
                 }
                 let pending = position == .max ? 0 : try db.pendingChangeCount(before: position)
-                return ChangesPage(rows: rows, last: position == .max ? db.lastSequence : position, pending: pending)
+                return ChangesPage(rows: Self.thinned(rows, every: q.seqInterval), last: position == .max ? db.lastSequence : position, pending: pending)
             } catch { throw RESTError(error) }
         }
         do {
@@ -197,9 +235,21 @@ extension RESTRouter {
                     if rows.count >= q.limit { break }
                 }
             }
-            let pending = try db.pendingChangeCount(since: position)
-            return ChangesPage(rows: rows, last: position, pending: pending)
+            // CouchDB's count: the changes after `since`, less the rows sent (filtered out ones
+            // count as pending).
+            let pending = q.selector ? 0 : max(0, try db.pendingChangeCount(since: q.since) - rows.count)
+            return ChangesPage(rows: Self.thinned(rows, every: q.seqInterval), last: position, pending: pending)
         } catch { throw RESTError(error) }
+    }
+
+    /// `rows` with `seq` only on every `every`th row and the last (`seq_interval`).
+    static func thinned(_ rows: [JSONValue], every: Int?) -> [JSONValue] {
+        guard let every, every > 1 else { return rows }
+        return rows.enumerated().map { i, row in
+            guard i % every != 0, i != rows.count - 1, var o = row.objectValue else { return row }
+            o["seq"] = .null
+            return .object(o)
+        }
     }
 
     static func changeRow(_ db: Database, _ change: Change, _ q: ChangesQuery) throws(StoreError) -> JSONValue? {
@@ -222,7 +272,14 @@ extension RESTRouter {
         if change.isDeleted { o["deleted"] = true }
         if q.includeDocs {
             if let d = try db.revision(change.revisionID, of: change.documentID) {
-                o["doc"] = DocumentJSON.object(d, tree: nil, revs: false, revsInfo: false, conflicts: false)
+                let tree = q.conflicts ? try db.revisionTree(of: change.documentID) : nil
+                var doc = DocumentJSON.object(d, tree: tree, revs: false, revsInfo: false, conflicts: q.conflicts)
+                if q.attachments, var body = doc.objectValue, d.properties["_attachments"] != nil {
+                    // From the stored entries (with their digests), not the stubs shown.
+                    body["_attachments"] = AttachmentRendering.render(db, d.properties, mode: .inline).doc["_attachments"]
+                    doc = .object(body)
+                }
+                o["doc"] = doc
             } else {
                 o["doc"] = .null
             }
@@ -261,7 +318,7 @@ extension RESTRouter {
     func continuousChanges(_ db: Database, _ q: ChangesQuery, eventSource: Bool) -> RESTResponse {
         let feed = ContinuousChangesFeed(db: db, query: q, eventSource: eventSource)
         let type = eventSource ? "text/event-stream" : "application/json"
-        var response = RESTResponse(status: 200, headers: [("Content-Type", type), ("Cache-Control", "no-cache")],
+        var response = RESTResponse(status: 200, headers: [("Content-Type", type), ("Cache-Control", eventSource ? "no-cache" : "must-revalidate")],
                                     body: .stream(AsyncStream(unfolding: { await feed.next() })))
         response.isFeed = true
         return response

@@ -68,13 +68,15 @@ actor ContinuousChangesFeed {
     }
 
     private func line(_ row: JSONValue, _ sequence: Int64) -> [UInt8] {
-        eventSource ? Array("data: ".utf8) + CanonicalJSON.encode(row) + Array("\nid: \(sequence)\n\n".utf8)
+        // The event's `id` is the sequence as JSON (a string), as CouchDB writes it.
+        eventSource ? Array("data: ".utf8) + CanonicalJSON.encode(row) + Array("\nid: \"\(sequence)\"\n\n".utf8)
                     : CanonicalJSON.encode(row) + [10]
     }
 
     /// The closing `{"last_seq":…}` line (continuous only).
     private func lastSequence() -> [UInt8] {
-        eventSource ? [] : CanonicalJSON.encode(.object(["last_seq": .string(String(position))])) + [10]
+        eventSource ? [] : CanonicalJSON.encode(.object(["last_seq": .string(String(position)),
+                                                          "pending": .int(Int64(max(0, ((try? db.pendingChangeCount(since: query.since)) ?? 0) - sent)))])) + [10]
     }
 
     /// Ends the feed with its closing line (none for eventsource, which has no last line).

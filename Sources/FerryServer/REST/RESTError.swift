@@ -43,6 +43,12 @@ public struct RESTError: Error, Sendable, Equatable {
         RESTError(405, "method_not_allowed", "Only \(allowed) allowed")
     }
     /// 400 `illegal_docid` with CouchDB's reason for why `id` cannot name a document.
+    /// CouchDB's answer to a database name it does not allow.
+    public static func illegalDatabaseName(_ name: String) -> RESTError {
+        RESTError(400, "illegal_database_name",
+                  "Name: '\(name)'. Only lowercase characters (a-z), digits (0-9), and any of the characters _, $, (, ), +, -, and / are allowed. Must begin with a letter.")
+    }
+
     public static func illegalDocumentID(_ id: String) -> RESTError {
         let reason: String
         if id.isEmpty {

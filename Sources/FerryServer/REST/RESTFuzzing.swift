@@ -4,7 +4,8 @@ import FerryStore
 /// The REST API's parsers of untrusted bytes, for the `FuzzREST` libFuzzer target
 /// (docs/fuzzing.md): request targets (path segments, percent-escapes, query), `multipart/
 /// related` bodies, `Range` fields, Basic credentials, `_find` selectors, `_revisions`
-/// histories, bookmarks, replication documents and journals. Not API: `@_spi(Fuzzing)`.
+/// histories, bookmarks, replication documents and journals, `_security` objects, gzip request
+/// bodies and CORS preflight fields. Not API: `@_spi(Fuzzing)`.
 @_spi(Fuzzing) public enum RESTFuzzing {
     /// Runs every parser on fields cut from `input` at `0xFF` bytes; traps when a parser
     /// breaks a promise (a range outside the body, a part that is not inside the input).
@@ -55,9 +56,30 @@ import FerryStore
                 precondition(again == spec, "a replication document changed through its stored form")
             }
             _ = ReplicationJournal(json: value)
+            // A `_security` object: what is accepted grants consistently.
+            if let security = try? SecurityObject(json: value) {
+                let again = try? SecurityObject(json: security.json)
+                precondition(again == security, "a security object changed through its stored form")
+                _ = security.role(for: text(4), groups: [text(3)], serverAdmin: false)
+            }
+        }
+        // A request body said to be gzip (inflated under a small limit), and a preflight's fields.
+        if let head = (try? HTTPRequestDecoder().feedingHead("OPTIONS / HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\nOrigin: \(text(1))\r\nAccess-Control-Request-Method: GET\r\nAccess-Control-Request-Headers: \(text(3))\r\n\r\n")),
+           let request = RESTRequest(head: head, body: field(2)) {
+            if let inflated = try? request.decodedBody(limit: 1 << 16) { precondition(inflated.count <= 1 << 16, "inflated past the limit") }
+            _ = CORSPolicy(origins: ["*"], credentials: true).preflight(request)
         }
         _ = ReplicationSpec.parseDuration(text(3))
         _ = RESTRouter.decodeBookmark(text(4))
         _ = RESTRouter.queryJSON(text(5))
+    }
+}
+
+extension HTTPRequestDecoder {
+    /// The head of `text`, one whole request head (for the fuzz entry's preflight).
+    fileprivate func feedingHead(_ text: String) throws -> FerryHTTP.HTTPRequestHead? {
+        var d = self
+        for case .head(let h) in try d.feed(Array(text.utf8)) { return h }
+        return nil
     }
 }

@@ -61,6 +61,15 @@ public final class RESTRouter: Sendable {
         let user = RequestUser()
         var response = await Self.$requestUser.withValue(user) { await answer(request) }
         response.user = user.name.withLock { $0 }
+        // An absolute `Location`, as CouchDB writes it (scheme and the `Host` the client used).
+        if let i = response.headers.firstIndex(where: { $0.name == "Location" }), response.headers[i].value.hasPrefix("/"),
+           let host = request.header("Host") {
+            response.headers[i].value = "\(request.isSecure ? "https" : "http")://\(host)" + response.headers[i].value
+        }
+        // CouchDB marks every answer so (caches must ask again before reusing one).
+        if !response.headers.contains(where: { $0.name.caseInsensitiveEquals("Cache-Control") }) {
+            response.headers.append(("Cache-Control", "must-revalidate"))
+        }
         if let cors { response.headers += cors.fields(for: request) }
         // A session cookie past a tenth of its life is renewed on whatever the answer is, as
         // CouchDB does (unless the answer sets the cookie itself: a login or logout).
@@ -114,7 +123,14 @@ public final class RESTRouter: Sendable {
         let s = r.segments
         guard let first = s.first else {
             try Self.allow(r, ["GET", "HEAD"])
+            // Public, but credentials that are sent must be right (CouchDB checks them too).
+            if r.header("Authorization") != nil { _ = try await identify(r) }
             return serverInfo()
+        }
+        if first == "_uuids" {
+            // Public, as CouchDB's: fresh IDs tell nothing.
+            try Self.allow(r, ["GET", "HEAD"])
+            return try uuids(r)
         }
         if first == "_session", s.count == 1 {
             // Before authentication: logging in is how a client without it gets some.
@@ -127,12 +143,11 @@ public final class RESTRouter: Sendable {
             case "_all_dbs":
                 try Self.allow(r, ["GET", "HEAD"])
                 return allDatabases(identity)
-            case "_uuids":
-                try Self.allow(r, ["GET", "HEAD"])
-                return uuids(r)
             case "_dbs_info" where s.count == 1:
                 return try databasesInfo(r, identity)
             default:
+                // CouchDB reads `PUT /_name` as creating a database by an illegal name.
+                if s.count == 1, r.method == "PUT" { throw RESTError.illegalDatabaseName(first) }
                 throw .notFound("no route \(r.head.target)")
             }
         }
@@ -142,6 +157,10 @@ public final class RESTRouter: Sendable {
             switch r.method {
             case "PUT": return try createDatabase(r, name, identity)
             case "DELETE":
+                // A `?rev=` says a document was meant (CouchDB refuses it so, for the same reason).
+                if r[query: "rev"] != nil {
+                    throw .badRequest("You tried to DELETE a database with a ?=rev parameter. Did you mean to DELETE a document instead?")
+                }
                 try require(.admin, identity, name)
                 try registry.delete(name)
                 return .ok()
@@ -162,16 +181,34 @@ public final class RESTRouter: Sendable {
         }
         let second = s[1]
         if second == "_design" || Document.isDesignID(second) { return try await designDocumentRoute(c, s[1...]) }
+        // (`_changes` ignores what follows it, as CouchDB's does.)
+        if second.hasPrefix("_"), s.count > 2, !["_local", "_all_docs", "_design_docs", "_index", "_find", "_explain", "_changes"].contains(second) {
+            // CouchDB reads `/db/_name/x` as attachment `x` of document `_name`: none is there.
+            switch r.method {
+            case "GET", "HEAD", "DELETE": throw .notFound("missing")
+            case "PUT": throw .illegalDocumentID(second)
+            default: throw .methodNotAllowed("DELETE,GET,HEAD,PUT")
+            }
+        }
         if second.hasPrefix("_") {
             switch second {
-            case "_all_docs": return try allDocs(c)
-            case "_design_docs": return try designDocs(c)
+            case "_all_docs" where s.count == 2: return try allDocs(c)
+            case "_design_docs" where s.count == 2: return try designDocs(c)
+            case "_all_docs", "_design_docs":
+                // Only `/queries` is under them (CouchDB's multi-query form).
+                guard s.count == 3, s[2] == "queries" else { throw .notFound("missing") }
+                guard r.method == "POST" else { throw .methodNotAllowed("POST") }
+                return try multiQuery(c, designOnly: second == "_design_docs")
             case "_bulk_docs": return try bulkDocs(c)
             case "_changes": return try await changes(c)
             case "_security" where s.count == 2: return try security(c)
             case "_missing_revs" where s.count == 2: return try missingRevs(c)
+            case "_local_docs" where s.count == 2: return try localDocs(c)
             case "_local":
-                guard s.count == 3 else { throw .notFound("missing") }
+                guard s.count == 3 else {
+                    if s.count == 2, r.method == "PUT" { throw .badRequest("Invalid _local document id.") }
+                    throw .notFound("missing")
+                }
                 return try localDocument(c, s[2])
             default:
                 if let r = try await extendedDatabaseRoute(c, second) { return r }

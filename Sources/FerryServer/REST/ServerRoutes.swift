@@ -17,12 +17,29 @@ extension RESTRouter {
 
     func allDatabases(_ identity: AccessControl.Identity) -> RESTResponse {
         let visible = registry.names.filter { access.role(of: identity, on: $0) != nil }
-        return .json(200, .array(visible.map { .string($0) }))
+        return Self.withETag(.json(200, .array(visible.map { .string($0) })))
     }
 
-    func uuids(_ r: RESTRequest) -> RESTResponse {
-        let count = min(max(Int(r[query: "count"] ?? "1") ?? 1, 1), 1000)
-        return .json(200, .object(["uuids": .array((0..<count).map { _ in .string(Self.newID()) })]))
+    /// `GET /_uuids?count=N`: N from 0 to 1000 (CouchDB's `max_count`), else 400; never cached.
+    func uuids(_ r: RESTRequest) throws(RESTError) -> RESTResponse {
+        var count = 1
+        if let text = r[query: "count"] {
+            guard let n = Int(text), n >= 0 else { throw .badRequest("count must be a positive integer") }
+            guard n <= 1000 else { throw .badRequest("count parameter too large") }
+            count = n
+        }
+        var response = Self.withETag(.json(200, .object(["uuids": .array((0..<count).map { _ in .string(Self.newID()) })])))
+        response.headers += [("Cache-Control", "no-cache"), ("Pragma", "no-cache")]
+        return response
+    }
+
+    /// `response` with an `ETag` naming its body (CouchDB tags these answers so clients can
+    /// revalidate them).
+    static func withETag(_ response: RESTResponse) -> RESTResponse {
+        guard case .bytes(let body) = response.body else { return response }
+        var r = response
+        r.headers.append(("ETag", "\"" + String(AccessControl.sha256Hex(body).prefix(25)).uppercased() + "\""))
+        return r
     }
 
     /// A random 128-bit document ID in lowercase hex, as CouchDB makes them.
@@ -56,15 +73,19 @@ extension RESTRouter {
         switch r.method {
         case "POST":
             let body = try Self.jsonObject(r)
-            guard let keys = body["keys"]?.arrayValue, keys.allSatisfy({ $0.stringValue != nil }) else {
-                throw .badRequest("`keys` member must exist.")
-            }
-            names = keys.compactMap(\.stringValue)
+            guard let keys = body["keys"]?.arrayValue else { throw .badRequest("`keys` member must exist.") }
+            // A key that is not a string names no database: its row says so.
+            names = keys.map { $0.stringValue ?? String(decoding: CanonicalJSON.encode($0), as: UTF8.self) }
         case "GET", "HEAD":
             let all = registry.names.filter { access.role(of: identity, on: $0) != nil }.sorted()
-            let skip = Int(r[query: "skip"] ?? "") ?? 0
-            let limit = Int(r[query: "limit"] ?? "") ?? Int.max
-            names = Array(all.dropFirst(max(0, skip)).prefix(max(0, limit)))
+            func count(_ name: String) throws(RESTError) -> Int? {
+                guard let text = r[query: name] else { return nil }
+                guard let n = Int(text), n >= 0 else { throw RESTError(400, "query_parse_error", "Invalid value for integer: \"\(text)\"") }
+                return n
+            }
+            let skip = try count("skip") ?? 0
+            let limit = try count("limit") ?? Int.max
+            names = Array(all.dropFirst(skip).prefix(limit))
         default: throw .methodNotAllowed("GET,HEAD,POST")
         }
         var rows: [JSONValue] = []
@@ -76,7 +97,8 @@ extension RESTRouter {
             let info = try databaseInfoJSON(Context(request: r, identity: identity, name: name, db: db, role: role))
             rows.append(.object(["key": .string(name), "info": info]))
         }
-        return .json(200, .array(rows))
+        let answer = RESTResponse.json(200, .array(rows))
+        return r.method == "POST" ? answer : Self.withETag(answer)
     }
 
     func databaseInfo(_ c: Context) throws(RESTError) -> RESTResponse {
@@ -98,6 +120,8 @@ extension RESTRouter {
                 "conflict_policy": .string(c.db.conflictPolicy.rawValue),
                 "sizes": .object(["file": .int(size), "active": .int(size), "external": .int(size)]),
                 "instance_start_time": "0",
+                "compact_running": false,
+                "props": .object([:]),
                 "uuid": .string(c.db.uuid.uuidString.lowercased()),
             ])
         } catch { throw RESTError(error) }

@@ -10,6 +10,7 @@ extension RESTRouter {
         case "GET", "HEAD": return try await currentSession(r)
         case "POST": return try await login(r)
         case "DELETE":
+            if let next = r[query: "next"], !next.hasPrefix("/") { throw .badRequest("path must begin with a /.") }
             let clear = SessionCookie.setCookie("", now: AccessControl.now(), timeout: Int64(access.policy.sessionTimeout), secure: r.isSecure)
             return redirected(r, .json(200, Array(#"{"ok":true}"#.utf8), headers: [("Set-Cookie", clear)]))
         default:
@@ -57,6 +58,8 @@ extension RESTRouter {
         let timeout = Int64(access.policy.sessionTimeout)
         let now = AccessControl.now()
         let refused = SessionCookie.setCookie("", now: now, timeout: timeout, secure: r.isSecure)
+        // No name at all is a malformed login, as CouchDB answers it; a wrong pair is 401.
+        guard name != nil else { throw .badRequest("request body must contain a username") }
         guard let name, let password else {
             var e = Self.withoutChallenge(RESTError.unauthorized().response)
             e.headers.append(("Set-Cookie", refused))
@@ -87,6 +90,8 @@ extension RESTRouter {
     /// `{"name":…,"roles":[…]}`: `_admin` for a server admin (CouchDB's role of the same power).
     private func userContext(_ identity: AccessControl.Identity) -> JSONValue {
         var roles: [JSONValue] = []
+        // The user's CouchDB roles (their `_users` document's), then `_admin`, as CouchDB lists them.
+        if case .user(let n) = identity { roles += (access.users[n]?.groups ?? []).map { .string($0) } }
         if access.isServerAdmin(identity) { roles.append("_admin") }
         let name: JSONValue = { if case .user(let n) = identity { return .string(n) } else { return .null } }()
         return .object(["name": name, "roles": .array(roles)])

@@ -25,7 +25,8 @@ extension RESTRouter {
                 return .json(200, .object([
                     "db_name": "_users", "doc_count": .int(Int64(users.count)), "doc_del_count": 0,
                     "update_seq": .string(String(users.values.reduce(0) { $0 + $1.generation })),
-                    "instance_start_time": "0",
+                    "instance_start_time": "0", "purge_seq": "0", "compact_running": false, "props": .object([:]),
+                    "sizes": .object(["file": 0, "active": 0, "external": 0]),
                 ]))
             case "PUT": throw RESTError(412, "file_exists", "The database could not be created, the file already exists.")
             default: throw .methodNotAllowed("GET,HEAD,PUT")
@@ -107,7 +108,7 @@ extension RESTRouter {
             try access.updateUsers { (users) throws(UserStore.Failure) in users[user.name] = nil }
         } catch { throw RESTError(500, "error", error.description) }
         let gone = "\(user.generation + 1)-" + String(AccessControl.sha256Hex(Array("deleted:\(user.name)".utf8)).prefix(32))
-        return .json(200, .object(["ok": true, "id": .string(id), "rev": .string(gone)]))
+        return .json(200, .object(["ok": true, "id": .string(id), "rev": .string(gone)]), headers: [("ETag", "\"\(gone)\"")])
     }
 
     /// The user's document revision: its write count and a digest of what it holds.

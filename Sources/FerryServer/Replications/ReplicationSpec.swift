@@ -330,7 +330,7 @@ public struct ReplicationSpec: Sendable, Equatable {
 
     /// The URL of a `{"url":…,"headers":{…}}` endpoint, an `Authorization: Basic` header's
     /// credentials put in it (the only header Ferry's replications can send).
-    private static func url(of endpoint: [String: JSONValue], _ key: String) throws(Invalid) -> String {
+    static func url(of endpoint: [String: JSONValue], _ key: String) throws(Invalid) -> String {
         guard let url = endpoint["url"]?.stringValue else { throw Invalid("\(key).url must be a string") }
         var credentials: (String, String)?
         for (name, value) in endpoint["headers"]?.objectValue ?? [:] {

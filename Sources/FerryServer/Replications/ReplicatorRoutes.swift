@@ -108,8 +108,10 @@ enum ReplicatorRoutes {
     /// stops one by `replication_id`.
     private static func replicate(_ r: RESTRequest, _ router: RESTRouter, _ scheduler: ReplicationScheduler,
                                   _ ownURL: @Sendable () -> String?) async throws(RESTError) -> RESTResponse {
-        try RESTRouter.allow(r, ["POST"])
+        // CouchDB answers any other method with 400 (it reads the body first).
+        guard r.method == "POST" else { throw .badRequest("Missing request body") }
         var body = try RESTRouter.jsonObject(r)
+        try nameOwnDatabases(&body, r, router, ownURL)
         try replicateLocally(&body, r, router, ownURL)
         if body["cancel"]?.boolValue == true {
             guard let id = body["replication_id"]?.stringValue, scheduler.entry(id)?.transient == true else {
@@ -150,9 +152,83 @@ enum ReplicatorRoutes {
             default: throw RESTError(500, "replication_failed", reason)
             }
         }
-        return .json(200, .object(["ok": true, "_local_id": .string(id), "docs_pushed": .int(Int64(j.docsPushed)),
-                                   "docs_pulled": .int(Int64(j.docsPulled)), "doc_write_failures": .int(Int64(j.docWriteFailures)),
-                                   "history": .array(done.job.history.map(\.json))]))
+        return .json(200, couchDBAnswer(j, id: id, sourceSequence: sourceSequence(spec, router), byIDs: spec.documentIDs != nil))
+    }
+
+    /// A finished one-off in the shape of CouchDB's `_replicate` answer: the session and its
+    /// one history entry (RFC 1123 times, counts; `no_changes` when nothing moved).
+    /// With `doc_ids` (no checkpoint, no session) CouchDB answers the counts alone.
+    static func couchDBAnswer(_ j: ReplicationJournal, id: String, sourceSequence: String, byIDs: Bool) -> JSONValue {
+        let session = String(id.drop { $0 != "-" }.dropFirst())
+        let written = Int64(j.docsPushed + j.docsPulled)
+        let format = DateFormatter()
+        format.locale = Locale(identifier: "en_US_POSIX")
+        format.timeZone = TimeZone(identifier: "GMT")
+        format.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        let entry: JSONValue = .object([
+            "session_id": .string(session), "start_time": .string(format.string(from: Date(timeIntervalSince1970: j.startTime))),
+            "end_time": .string(format.string(from: Date(timeIntervalSince1970: j.lastUpdated))),
+            "start_last_seq": "0", "end_last_seq": .string(sourceSequence), "recorded_seq": .string(sourceSequence),
+            "missing_checked": .int(written + Int64(j.docWriteFailures)), "missing_found": .int(written + Int64(j.docWriteFailures)),
+            "docs_read": .int(written + Int64(j.docWriteFailures)), "docs_written": .int(written),
+            "doc_write_failures": .int(Int64(j.docWriteFailures)),
+        ])
+        if byIDs, case .object(var flat) = entry {
+            for k in ["start_last_seq", "end_last_seq", "recorded_seq", "missing_checked", "missing_found"] { flat[k] = nil }
+            flat["ok"] = true
+            flat["replication_id_version"] = 4
+            return .object(flat)
+        }
+        var o: [String: JSONValue] = ["ok": true, "session_id": .string(session), "source_last_seq": .string(sourceSequence),
+                                      "replication_id_version": 4, "history": .array([entry])]
+        if written == 0 && j.docWriteFailures == 0 { o["no_changes"] = true }
+        return .object(o)
+    }
+
+    /// The source's update sequence when it is local (a peer's is its own business).
+    private static func sourceSequence(_ spec: ReplicationSpec, _ router: RESTRouter) -> String {
+        guard spec.direction != .pull, let db = router.registry.database(spec.database) else { return "0" }
+        return String(db.lastSequence)
+    }
+
+    /// CouchDB's replicator is given full URLs even for its own databases: a URL that names
+    /// this server (its `Host`, or the address it listens on) is read as the local database
+    /// it names, so a `_replicate` written for CouchDB runs here as a push or a pull. When
+    /// both name this server the source becomes local and the target stays a URL (its
+    /// credentials are the caller's own).
+    private static func nameOwnDatabases(_ body: inout [String: JSONValue], _ r: RESTRequest, _ router: RESTRouter,
+                                         _ ownURL: @Sendable () -> String?) throws(RESTError) {
+        var urls: [String: String] = [:]
+        for key in ["source", "target"] {
+            if let o = body[key]?.objectValue {
+                do { urls[key] = try ReplicationSpec.url(of: o, key) } catch { throw .badRequest(error.reason) }
+            } else if let s = body[key]?.stringValue {
+                urls[key] = s
+            }
+        }
+        guard let source = urls["source"], let target = urls["target"],
+              ReplicationSpec.isRemote(source), ReplicationSpec.isRemote(target) else { return }
+        var own = Set<String>()
+        if let host = r.header("Host") { own.insert(host.lowercased()) }
+        if let base = ownURL(), let c = URLComponents(string: base), let h = c.host, let p = c.port {
+            own.insert("\(h):\(p)")
+            if h == "127.0.0.1" { own.insert("localhost:\(p)") }
+        }
+        func localName(_ url: String) -> String? {
+            guard let c = URLComponents(string: url), let h = c.host?.lowercased(), own.contains(c.port.map { "\(h):\($0)" } ?? h) else { return nil }
+            let path = c.path.split(separator: "/", omittingEmptySubsequences: true)
+            guard path.count == 1 else { return nil }
+            return String(path[0])
+        }
+        if let name = localName(source) {
+            body["source"] = .string(name)
+            body["target"] = .string(target)
+            // The target is a URL here too: `create_target` is for this server to do.
+            if let targetName = localName(target) { try createIfAsked(targetName, body, router) }
+        } else if let name = localName(target) {
+            body["target"] = .string(name)
+            body["source"] = .string(source)
+        }
     }
 
     /// CouchDB's `create_target: true`: the target database is made first when it is missing,

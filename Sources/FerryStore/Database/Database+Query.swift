@@ -13,6 +13,24 @@ extension Database {
         return try query(where: conditions, bindings: bindings, after: after, limit: limit, includeDeleted: includeDeleted)
     }
 
+    /// Which of `ids` have a current revision that matches `predicate` (a `_changes` feed
+    /// filtered by a selector asks this of each page).
+    public func documentIDs(matching predicate: Predicate, among ids: [String]) throws(StoreError) -> Set<String> {
+        guard !ids.isEmpty else { return [] }
+        var compiler = PredicateCompiler(typeKey: options.typeKey)
+        let sql = try compiler.compile(predicate)
+        let placeholders = Array(repeating: "?", count: ids.count).joined(separator: ",")
+        return try readers.withReader { (c) throws(StoreError) -> Set<String> in
+            let s = try c.prepare("SELECT doc_id FROM docs WHERE (\(sql)) AND doc_id IN (\(placeholders))")
+            defer { s.reset() }
+            for (i, v) in compiler.bindings.enumerated() { s.bind(Int32(i + 1), v) }
+            for (i, id) in ids.enumerated() { s.bind(Int32(compiler.bindings.count + i + 1), id) }
+            var out = Set<String>()
+            while try s.step() { out.insert(s.string(0)) }
+            return out
+        }
+    }
+
     /// How many live documents sort before `id` (or after it, with `after: true`) in ID order:
     /// the `offset` of an `_all_docs` range that starts there.
     public func documentCount(outside id: String, after: Bool = false) throws(StoreError) -> Int {
