@@ -6,15 +6,13 @@ import Logging
 /// (`ferry serve --log-format json`): `{"ts":…,"level":…,"label":…,"msg":…, metadata…}`, for
 /// log collectors that parse lines rather than read prose. Keys come in that order, then the
 /// metadata's in sorted order; a metadata key that would shadow one of the four is prefixed
-/// with `meta.`.
+/// with `meta.`. Lines go through `LogOutput` (batched; `notice` and above at once).
 struct JSONLogHandler: LogHandler {
     let label: String
     var logLevel: Logger.Level = .info
     var metadata: Logger.Metadata = [:]
     var metadataProvider: Logger.MetadataProvider?
 
-    /// Lines from every logger go through one lock, so that two threads' lines never interleave.
-    private static let output = NSLock()
     private static let reserved: Set<String> = ["ts", "level", "label", "msg"]
 
     init(label: String, level: Logger.Level) {
@@ -42,17 +40,7 @@ struct JSONLogHandler: LogHandler {
             line += Array(",".utf8) + CanonicalJSON.encode(.string(name)) + Array(":".utf8) + CanonicalJSON.encode(Self.json(value))
         }
         line += Array("}\n".utf8)
-        Self.output.lock()
-        defer { Self.output.unlock() }
-        line.withUnsafeBytes { b in
-            guard let base = b.baseAddress else { return }
-            var off = 0
-            while off < b.count {
-                let n = write(2, base + off, b.count - off)
-                if n <= 0 { break }
-                off += n
-            }
-        }
+        LogOutput.standardError.write(line, urgent: event.level >= .notice)
     }
 
     private static func json(_ v: Logger.Metadata.Value) -> JSONValue {

@@ -136,9 +136,7 @@ struct Serve: AsyncParsableCommand {
         let json = settings.logFormat == "json"
         LoggingSystem.bootstrap { label in
             if json { return JSONLogHandler(label: label, level: level) }
-            var h = StreamLogHandler.standardError(label: label)
-            h.logLevel = level
-            return h
+            return TextLogHandler(label: label, level: level)
         }
         let logger = Logger(label: "ferry.serve")
 
