@@ -30,12 +30,6 @@ extension RESTRouter {
         return .json(200, .object(["total_rows": .null, "offset": .null, "rows": .array(rows)]))
     }
 
-    /// `response` with an opaque `ETag`, as CouchDB tags local documents (not with their
-    /// revision: two writes can give the same one).
-    static func tagged(_ response: RESTResponse, _ rev: String) -> RESTResponse {
-        withETag(response)
-    }
-
     func localDocument(_ c: Context, _ id: String) throws(RESTError) -> RESTResponse {
         do {
             switch c.request.method {
@@ -48,13 +42,13 @@ extension RESTRouter {
                     // A local document has no history: its one revision, as CouchDB shows it.
                     o["_revisions"] = .object(["start": 0, "ids": .array([.string(String(d.revision.drop { $0 != "-" }.dropFirst()))])])
                 }
-                return Self.tagged(.json(200, .object(o)), d.revision)
+                return Self.withETag(.json(200, .object(o)))
             case "PUT":
                 try require(.reader, c)
                 let incoming = DocumentJSON.incoming(try Self.jsonObject(c.request, strict: false))
                 let expected = try Self.namedRevision(c.request, body: incoming.rev)
                 let rev = try c.db.putLocalDocument(id, properties: incoming.properties, expectedRevision: expected)
-                var created = Self.tagged(.json(201, .object(["ok": true, "id": .string("_local/" + id), "rev": .string(rev)])), rev)
+                var created = Self.withETag(.json(201, .object(["ok": true, "id": .string("_local/" + id), "rev": .string(rev)])))
                 created.headers.append(("Location", "/" + PercentDecoding.encodeSegment(c.name) + "/" + PercentDecoding.encodeSegment("_local/" + id)))
                 return created
             case "COPY":
@@ -68,7 +62,7 @@ extension RESTRouter {
                     try require(.writer, c)
                     let saved = try c.db.save(Document(id: destination, properties: d.properties))
                     let rev = saved.revisionID?.description ?? ""
-                    return Self.tagged(.json(201, .object(["ok": true, "id": .string(destination), "rev": .string(rev)])), rev)
+                    return Self.withETag(.json(201, .object(["ok": true, "id": .string(destination), "rev": .string(rev)])))
                 }
                 let rev = try c.db.putLocalDocument(String(destination.dropFirst(7)), properties: d.properties)
                 var copied = RESTResponse.json(201, .object(["ok": true, "id": .string(destination), "rev": .string(rev)]))
@@ -78,7 +72,7 @@ extension RESTRouter {
                 try require(.reader, c)
                 guard try c.db.localDocument(id) != nil else { throw RESTError.notFound("missing") }
                 try c.db.deleteLocalDocument(id)
-                return Self.tagged(.json(200, .object(["ok": true, "id": .string("_local/" + id), "rev": "0-0"])), "0-0")
+                return Self.withETag(.json(200, .object(["ok": true, "id": .string("_local/" + id), "rev": "0-0"])))
             default:
                 throw RESTError.methodNotAllowed("COPY,DELETE,GET,HEAD,PUT")
             }
