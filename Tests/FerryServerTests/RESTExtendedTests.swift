@@ -45,8 +45,8 @@ struct RESTExtendedTests {
         #expect(outside.header("Content-Range") == "bytes */11")
         #expect(outside.object["error"]?.stringValue == "requested_range_not_satisfiable")
         let several = try await f.request("GET", "/db/a/note.txt", headers: [("Range", "bytes=0-1,3-4")])
-        #expect(several.status == 200)
-        #expect(several.body == text)
+        #expect(several.status == 206, "several ranges: multipart/byteranges, as CouchDB")
+        #expect(several.header("Content-Type")?.hasPrefix("multipart/byteranges") == true)
 
         // An existing document: a revision is needed, a stale one conflicts.
         #expect(try await f.request("PUT", "/db/a/two.bin", body: [1, 2, 3]).status == 409)
@@ -108,7 +108,7 @@ struct RESTExtendedTests {
         let inlined = try await f.request("GET", "/db/d?attachments=true")
         let meta = inlined.object["_attachments"]?.objectValue?["a.txt"]?.objectValue
         #expect(meta?["data"]?.stringValue == data)
-        #expect(meta?["length"]?.intValue == 12)
+        #expect(meta?["length"] == nil, "inline data without length, as CouchDB")
         #expect(meta?["stub"] == nil)
         let openRevs = try await f.request("GET", "/db/d?open_revs=all&attachments=true")
         #expect(openRevs.json?.arrayValue?.first?.objectValue?["ok"]?.objectValue?["_attachments"]?.objectValue?["a.txt"]?.objectValue?["data"]?.stringValue == data)
@@ -252,12 +252,12 @@ struct RESTExtendedTests {
         // Naming a revision that is not a leaf purges nothing.
         let partial = try await f.request("POST", "/db/_purge", json: #"{"d":["\#(rev1)"],"ghost":["1-ab"]}"#, user: wes)
         #expect(partial.status == 201)
-        #expect(partial.object["purged"]?.objectValue == [:])
+        #expect(partial.object["purged"]?.objectValue == ["d": [], "ghost": []], "every named document listed, as CouchDB")
         #expect(partial.object["purge_seq"] == .null)
         #expect(try await f.request("GET", "/db/d", user: wes).status == 200)
         let purged = try await f.request("POST", "/db/_purge", json: #"{"d":["\#(rev1)","\#(rev2)"]}"#, user: wes)
         #expect(purged.status == 201)
-        #expect(purged.object["purged"]?.objectValue?["d"]?.arrayValue == [.string(rev1), .string(rev2)])
+        #expect(purged.object["purged"]?.objectValue?["d"]?.arrayValue == [.string(rev2)], "only the purged leaf, as CouchDB")
         let gone = try await f.request("GET", "/db/d", user: wes)
         #expect(gone.status == 404)
         #expect(gone.object["reason"]?.stringValue == "missing")

@@ -71,7 +71,10 @@ enum AttachmentRendering {
             }
             var entry = shown(meta)
             switch mode {
-            case .inline: entry["data"] = .string(Data(bytes).base64EncodedString())
+            case .inline:
+                // CouchDB's inline entry carries `data` instead of `length` (couch_att:to_json).
+                entry["length"] = nil
+                entry["data"] = .string(Data(bytes).base64EncodedString())
             case .follows:
                 entry["follows"] = true
                 parts.append(Part(name: name, contentType: meta["content_type"]?.stringValue ?? "application/octet-stream", bytes: bytes))

@@ -31,7 +31,7 @@ extension RESTRouter {
         do {
             let doc: Document
             if let revText = c.request[query: "rev"] {
-                guard let rev = try? RevisionID(revText), let d = try c.db.revision(rev, of: docID) else { throw RESTError.notFound("missing") }
+                guard let rev = try Self.parseRevision(revText), let d = try c.db.revision(rev, of: docID) else { throw RESTError.notFound("missing") }
                 doc = d
             } else {
                 guard let d = try c.db.document(docID) else {
@@ -65,6 +65,20 @@ extension RESTRouter {
                 headers.append(("Content-Range", "bytes \(lo)-\(hi)/\(length)"))
                 return RESTResponse(status: 206, headers: headers,
                                     body: try Self.blobBody(reader, from: lo, count: hi - lo + 1, head: c.request.method == "HEAD"))
+            case .parts(let ranges):
+                // CouchDB's multipart/byteranges: each range a part with the attachment's type
+                // and its Content-Range (RFC 9110 §14.6). The attachment is read once, whole:
+                // ranges are for attachments small enough to hold (larger ones stream above).
+                let bytes = try Self.blobBody(reader, from: 0, count: length, head: true)
+                guard case .bytes(let all) = bytes else { throw RESTError(500, "internal_server_error", "attachment not read") }
+                var w = MultipartWriter()
+                for (lo, hi) in ranges {
+                    w.part([("Content-Type", a.contentType ?? "application/octet-stream"), ("Content-Range", "bytes \(lo)-\(hi)/\(length)")],
+                           Array(all[Int(lo)...Int(hi)]))
+                }
+                // CouchDB's multipart range answer carries no ETag.
+                headers = [("Content-Type", w.contentType("byteranges")), ("Accept-Ranges", "bytes")]
+                return RESTResponse(status: 206, headers: headers, body: .bytes(c.request.method == "HEAD" ? [] : w.finished()))
             case .unsatisfiable:
                 var r = RESTError(416, "requested_range_not_satisfiable", "Requested range not satisfiable").response
                 r.headers.append(("Content-Range", "bytes */\(length)"))
@@ -79,8 +93,10 @@ extension RESTRouter {
         guard !name.hasPrefix("_") else { throw .badRequest("Attachment name must not start with '_'") }
         let revText = try Self.namedRevision(c.request, body: nil)
         var doc = try Self.revisionToEdit(c.db, docID, revText, newAllowed: true)
+        // A gzip-encoded body is stored decoded, as CouchDB serves it (415 for other codings).
+        let content = try c.request.decodedBody()
         do {
-            let blob = try c.db.writeBlob(c.request.body)
+            let blob = try c.db.writeBlob(content)
             doc.setAttachment(name, blob: blob, contentType: c.request.header("Content-Type") ?? "application/octet-stream")
             // CouchDB's digest beside Ferry's, for the clients that compare it (AttachmentMD5).
             if case .object(var members)? = doc.properties["_attachments"], case .object(var meta)? = members[name] {
@@ -91,8 +107,8 @@ extension RESTRouter {
             let saved = try c.db.save(doc, concurrencyControl: .failOnConflict)
             let rev = saved.revisionID?.description ?? ""
             let location = "/" + [c.name, docID, name].map(PercentDecoding.encodeSegment).joined(separator: "/")
-            return .json(201, .object(["ok": true, "id": .string(docID), "rev": .string(rev)]),
-                         headers: [("ETag", "\"\(rev)\""), ("Location", location)])
+            // CouchDB answers an attachment write with Location but no ETag.
+            return .json(201, .object(["ok": true, "id": .string(docID), "rev": .string(rev)]), headers: [("Location", location)])
         } catch { throw RESTError(error) }
     }
 
@@ -104,7 +120,8 @@ extension RESTRouter {
         do {
             let saved = try c.db.save(doc, concurrencyControl: .failOnConflict)
             let rev = saved.revisionID?.description ?? ""
-            return .json(200, .object(["ok": true, "id": .string(docID), "rev": .string(rev)]), headers: [("ETag", "\"\(rev)\"")])
+            // CouchDB answers an attachment deletion without ETag.
+            return .json(200, .object(["ok": true, "id": .string(docID), "rev": .string(rev)]))
         } catch { throw RESTError(error) }
     }
 
@@ -136,14 +153,38 @@ extension RESTRouter {
         case part(Int64, Int64)
         /// A range that starts past the end (or an empty suffix): 416.
         case unsatisfiable
+        /// Several ranges, each inside the body: a 206 `multipart/byteranges`.
+        case parts([(Int64, Int64)])
+
+        static func == (a: ByteRange, b: ByteRange) -> Bool {
+            switch (a, b) {
+            case (.whole, .whole), (.unsatisfiable, .unsatisfiable): return true
+            case let (.part(x, y), .part(z, w)): return x == z && y == w
+            case let (.parts(x), .parts(y)): return x.count == y.count && zip(x, y).allSatisfy { $0 == $1 }
+            default: return false
+            }
+        }
     }
 
-    /// Parses `bytes=a-b`, `bytes=a-` and `bytes=-n`. Several ranges are answered whole (RFC
-    /// 9110 lets a server ignore `Range`), as are malformed ones.
+    /// Parses `bytes=a-b`, `bytes=a-` and `bytes=-n`, and lists of them as CouchDB does: up to
+    /// 9 ranges, each satisfiable, are parts of a multipart answer; more, or any one that is
+    /// malformed or outside the body, and the whole body is answered (RFC 9110 lets a server
+    /// ignore `Range`).
     static func byteRange(_ header: String?, length: Int64) -> ByteRange {
         guard let h = header?.trimmingCharacters(in: .whitespaces), h.lowercased().hasPrefix("bytes=") else { return .whole }
         let spec = h.dropFirst("bytes=".count)
-        guard !spec.contains(",") else { return .whole }
+        if spec.contains(",") {
+            let items = spec.split(separator: ",", omittingEmptySubsequences: false)
+            guard items.count < 10 else { return .whole }
+            var ranges: [(Int64, Int64)] = []
+            for item in items {
+                guard case .part(let lo, let hi) = byteRange("bytes=" + item.trimmingCharacters(in: .whitespaces), length: length) else {
+                    return .whole
+                }
+                ranges.append((lo, hi))
+            }
+            return .parts(ranges)
+        }
         let ends = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
         guard ends.count == 2 else { return .whole }
         let first = ends[0].trimmingCharacters(in: .whitespaces), last = ends[1].trimmingCharacters(in: .whitespaces)

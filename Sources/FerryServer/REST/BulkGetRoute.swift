@@ -13,39 +13,70 @@ extension RESTRouter {
         guard let items = body["docs"]?.arrayValue else { throw .badRequest("POST body must include `docs` parameter.") }
         let flag = { (name: String) in c.request[query: name] == "true" }
         let (revs, latest, attachments) = (flag("revs"), flag("latest"), flag("attachments"))
+        // `Accept: multipart/related`: CouchDB's multipart answer, every attachment following.
+        let multipart = Self.accepts(c.request, "multipart/related")
+        let mode: AttachmentRendering.Mode = multipart ? .follows : (attachments ? .inline : .stubs)
         var results: [JSONValue] = []
         results.reserveCapacity(items.count)
+        var writer = MultipartWriter()
         for item in items {
             guard let o = item.objectValue, let id = o["id"]?.stringValue else {
-                let error = Self.bulkGetError(id: "", rev: nil, .badRequest("each item needs a string `id`"))
-                results.append(.object(["id": "", "docs": .array([error])]))
+                // CouchDB: an item without an ID is answered with null `id` and `rev`.
+                let error = Self.bulkGetError(id: nil, rev: .null, .badRequest("each item needs a string `id`"))
+                results.append(.object(["id": .null, "docs": .array([error])]))
+                if multipart { Self.bulkGetErrorPart(&writer, error) }
                 continue
             }
             let revText = o["rev"]?.stringValue
             var docs: [JSONValue] = []
             do {
-                for doc in try Self.bulkGetRevisions(c.db, id: id, rev: revText, latest: latest) {
-                    let tree = revs ? try c.db.revisionTree(of: id) : nil
-                    let json = Self.documentObject(c.db, doc, tree: tree, revs: revs, mode: attachments ? .inline : .stubs).json
+                let tree = try c.db.revisionTree(of: id)
+                for doc in try Self.bulkGetRevisions(c.db, id: id, rev: revText, latest: latest, allLeaves: true) {
+                    let (json, parts) = Self.documentObject(c.db, doc, tree: tree, revs: revs, mode: mode)
                     docs.append(.object(["ok": .object(json)]))
+                    guard multipart else { continue }
+                    let bytes = CanonicalJSON.encode(.object(json))
+                    if parts.isEmpty {
+                        writer.part([("Content-Type", "application/json")], bytes)
+                    } else {
+                        let (type, body) = MultipartWriter.related(json: bytes, parts: parts)
+                        writer.part([("Content-Type", type), ("X-Doc-Id", id), ("X-Rev-Id", doc.revisionID?.description ?? "")], body)
+                    }
                 }
             } catch let e as RESTError {
-                docs = [Self.bulkGetError(id: id, rev: revText, e)]
+                // CouchDB names a missing document's revision "undefined" when none was asked.
+                docs = [Self.bulkGetError(id: id, rev: .string(revText ?? "undefined"), e)]
+                if multipart { Self.bulkGetErrorPart(&writer, docs[0]) }
             } catch let e as StoreError {
                 if e.isFatal { throw RESTError(e) }
-                docs = [Self.bulkGetError(id: id, rev: revText, RESTError(e))]
+                docs = [Self.bulkGetError(id: id, rev: .string(revText ?? "undefined"), RESTError(e))]
+                if multipart { Self.bulkGetErrorPart(&writer, docs[0]) }
             } catch {
                 throw RESTError(500, "internal_server_error", "\(error)")
             }
             results.append(.object(["id": .string(id), "docs": .array(docs)]))
         }
+        if multipart {
+            return RESTResponse(status: 200, headers: [("Content-Type", writer.contentType("related"))], body: .bytes(writer.finished()))
+        }
         return .json(200, .object(["results": .array(results)]))
     }
 
+    /// A multipart `_bulk_get` answer's part for an error item, as CouchDB marks it.
+    private static func bulkGetErrorPart(_ writer: inout MultipartWriter, _ item: JSONValue) {
+        let error = item.objectValue?["error"] ?? item
+        writer.part([("Content-Type", "application/json; error=\"true\"")], CanonicalJSON.encode(error))
+    }
+
     /// The revisions one item asks for: the named one (or, with `latest`, the leaves that
-    /// descend from it), or the current revision, deleted or not.
-    static func bulkGetRevisions(_ db: Database, id: String, rev revText: String?, latest: Bool) throws -> [Document] {
+    /// descend from it), or without one the current revision, deleted or not — or with
+    /// `allLeaves` every leaf, as CouchDB's `_bulk_get` answers (its `open_revs=all`).
+    static func bulkGetRevisions(_ db: Database, id: String, rev revText: String?, latest: Bool, allLeaves: Bool = false) throws -> [Document] {
         guard let revText else {
+            if allLeaves, let tree = try db.revisionTree(of: id) {
+                let docs = try leavesInTreeOrder(tree).compactMap { try db.revision($0, of: id) }
+                if !docs.isEmpty { return docs }
+            }
             guard let doc = try db.document(id, includeDeleted: true) else { throw RESTError.notFound("missing") }
             return [doc]
         }
@@ -58,9 +89,8 @@ extension RESTRouter {
         return [doc]
     }
 
-    private static func bulkGetError(id: String, rev: String?, _ e: RESTError) -> JSONValue {
-        var o: [String: JSONValue] = ["id": .string(id), "error": .string(e.error), "reason": .string(e.reason)]
-        if let rev { o["rev"] = .string(rev) }
+    private static func bulkGetError(id: String?, rev: JSONValue, _ e: RESTError) -> JSONValue {
+        let o: [String: JSONValue] = ["id": id.map { .string($0) } ?? .null, "rev": rev, "error": .string(e.error), "reason": .string(e.reason)]
         return .object(["error": .object(o)])
     }
 }

@@ -17,7 +17,7 @@ extension RESTRouter {
         do {
             let source: Document
             if let revText = c.request[query: "rev"] {
-                guard let rev = try? RevisionID(revText), let d = try c.db.revision(rev, of: sourceID), !d.isDeleted else {
+                guard let rev = try Self.parseRevision(revText), let d = try c.db.revision(rev, of: sourceID), !d.isDeleted else {
                     throw RESTError.notFound("missing")
                 }
                 source = d
@@ -30,8 +30,7 @@ extension RESTRouter {
             let saved = try c.db.save(copy, concurrencyControl: .failOnConflict)
             let rev = saved.revisionID?.description ?? ""
             return .json(201, .object(["ok": true, "id": .string(destination), "rev": .string(rev)]),
-                         headers: [("ETag", "\"\(rev)\""),
-                                   ("Location", "/\(PercentDecoding.encodeSegment(c.name))/\(PercentDecoding.encodeSegment(destination))")])
+                         headers: [("ETag", "\"\(rev)\""), ("Location", Self.documentLocation(db: c.name, id: destination))])
         } catch {
             throw RESTError.from(error)
         }

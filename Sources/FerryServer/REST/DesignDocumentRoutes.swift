@@ -1,3 +1,4 @@
+import Foundation
 import FerryStore
 
 /// `/{db}/_design/{name}` and `/{db}/_design/{name}/{attname}` (Protocol/rest.md, "Design
@@ -34,6 +35,9 @@ extension RESTRouter {
             }
             id = Document.designPrefix + name
         } else {
+            // CouchDB redirects a read of `_design%2FNAME` to `_design/NAME` (301); writes take
+            // the encoded form as the ID.
+            if ["GET", "HEAD"].contains(c.request.method) { return Self.designRedirect(c.request) }
             id = first
         }
         guard let next = rest.first else { return try document(c, id) }
@@ -45,6 +49,16 @@ extension RESTRouter {
             throw .notImplemented(reason)
         }
         return try await attachment(c, id, rest.joined(separator: "/"))
+    }
+
+    /// CouchDB's 301 from a target naming `_design%2F…` to the same target with `_design/`
+    /// (the escape matched in either case), as an absolute URL and with an empty body.
+    static func designRedirect(_ r: RESTRequest) -> RESTResponse {
+        var target = r.head.target
+        while let range = target.range(of: "_design%2F", options: .caseInsensitive) {
+            target.replaceSubrange(range, with: "_design/")
+        }
+        return RESTResponse(status: 301, headers: [("Location", target)], body: .bytes([]))
     }
 
     /// `GET|POST /{db}/_design_docs`: `_all_docs` over design documents only.

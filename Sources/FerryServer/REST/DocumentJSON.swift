@@ -24,25 +24,53 @@ enum DocumentJSON {
         return out
     }
 
+    /// The members a read may add to a revision's body, as CouchDB's options name them.
+    struct Extras: Equatable {
+        /// `_revisions` (`revs=true`).
+        var revs = false
+        /// `_revs_info` (`revs_info=true`, `meta=true`).
+        var revsInfo = false
+        /// `_conflicts`: the other live leaves (`conflicts=true`, `meta=true`).
+        var conflicts = false
+        /// `_deleted_conflicts`: the deleted leaves other than the current revision
+        /// (`deleted_conflicts=true`, `meta=true`).
+        var deletedConflicts = false
+        /// `_local_seq`: the sequence of the document's latest change (`local_seq=true`).
+        var localSeq = false
+    }
+
     /// The full JSON object of a revision with the extras a GET asked for; attachments as
     /// CouchDB's stubs (`AttachmentRendering`).
     static func object(_ doc: Document, tree: RevisionTree?, revs: Bool, revsInfo: Bool, conflicts: Bool) -> JSONValue {
+        object(doc, tree: tree, Extras(revs: revs, revsInfo: revsInfo, conflicts: conflicts))
+    }
+
+    /// The full JSON object of a revision with `extras`; attachments as CouchDB's stubs.
+    static func object(_ doc: Document, tree: RevisionTree?, _ extras: Extras) -> JSONValue {
         var o = doc.properties
         o["_id"] = .string(doc.id)
         if let rev = doc.revisionID { o["_rev"] = .string(rev.description) }
         if doc.isDeleted { o["_deleted"] = true }
+        if extras.localSeq { o["_local_seq"] = .int(doc.sequence) }
         if let tree, let rev = doc.revisionID {
-            if revs { o["_revisions"] = revisions(tree.history(of: rev)) }
-            if revsInfo {
+            if extras.revs { o["_revisions"] = revisions(tree.history(of: rev)) }
+            if extras.revsInfo {
+                // Only leaf bodies are kept: an inner revision is `missing` where CouchDB
+                // (uncompacted) says `available` (Protocol/rest.md, "Deliberate differences").
                 o["_revs_info"] = .array(tree.history(of: rev).map { r in
                     let node = tree.nodes[r]
                     let status = node?.isDeleted == true ? "deleted" : (node?.body != nil ? "available" : "missing")
                     return .object(["rev": .string(r.description), "status": .string(status)])
                 })
             }
-            if conflicts {
+            if extras.conflicts {
                 let others = tree.conflicts.filter { $0 != rev }
                 if !others.isEmpty { o["_conflicts"] = .array(others.map { .string($0.description) }) }
+            }
+            if extras.deletedConflicts {
+                // CouchDB lists every deleted leaf but the current revision, newest first.
+                let deleted = tree.leaves.filter { $0.isDeleted && $0.revisionID != rev }.map(\.revisionID)
+                if !deleted.isEmpty { o["_deleted_conflicts"] = .array(deleted.map { .string($0.description) }) }
             }
         }
         return .object(AttachmentRendering.stubbed(o))
@@ -65,6 +93,17 @@ enum DocumentJSON {
             out.append("\(start - Int64(i))-\(digest)")
         }
         return out.isEmpty ? nil : out
+    }
+
+    /// CouchDB's checks of a body's `_revisions` (couch_doc, whatever `new_edits` says): an
+    /// object with an integer `start` and an array of string `ids`, else 400 `doc_validation`.
+    static func checkRevisionsShape(_ revisions: JSONValue?) throws(RESTError) {
+        guard let revisions else { return }
+        func invalid(_ reason: String) -> RESTError { RESTError(400, "doc_validation", reason) }
+        guard let o = revisions.objectValue else { throw invalid("Bad special document member: _revisions") }
+        guard o["start"]?.intValue != nil else { throw invalid("_revisions.start isn't an integer.") }
+        guard let ids = o["ids"]?.arrayValue else { throw invalid("_revisions.ids isn't a array.") }
+        guard ids.allSatisfy({ $0.stringValue != nil }) else { throw invalid("RevId isn't a string") }
     }
 
     /// The history a replicated revision comes with: its `_revisions` (which must be well

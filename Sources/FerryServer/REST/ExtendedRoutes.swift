@@ -12,6 +12,7 @@ extension RESTRouter {
         case "_ensure_full_commit": return try ensureFullCommit(c)
         case "_purge": return try purge(c)
         case "_compact": return try compact(c)
+        case "_purged_infos_limit": return try purgedInfosLimit(c)
         case "_find": return try find(c)
         case "_index": return try createFindIndex(c)
         default: return nil

@@ -15,7 +15,9 @@ extension RESTRouter {
     func find(_ c: Context) throws(RESTError) -> RESTResponse {
         try Self.allow(c.request, ["POST"])
         let body = try Self.jsonObject(c.request)
-        guard let selector = body["selector"]?.objectValue else { throw .badRequest("_find needs a `selector` object") }
+        // CouchDB's error names (mango_error): no selector, one that is not an object.
+        guard let given = body["selector"] else { throw RESTError(400, "missing_required_key", "Missing required key: selector") }
+        guard let selector = given.objectValue else { throw RESTError(400, "invalid_selector_json", "Selector must be a JSON object") }
         let limit = try Self.count(body["limit"], "limit") ?? Self.findDefaultLimit
         let skip = try Self.count(body["skip"], "skip") ?? 0
         let fields = try Self.fieldList(body["fields"])
@@ -101,7 +103,9 @@ extension RESTRouter {
 
     private static func count(_ v: JSONValue?, _ name: String) throws(RESTError) -> Int? {
         guard let v else { return nil }
-        guard let n = v.intValue, n >= 0, n <= Int64(Int32.max) else { throw .badRequest("\(name) must be a non-negative integer") }
+        guard let n = v.intValue, n >= 0, n <= Int64(Int32.max) else {
+            throw RESTError(400, "invalid_non_neg_integer", "Invalid value for \(name): it must be a non-negative integer")
+        }
         return Int(n)
     }
 
@@ -224,8 +228,15 @@ struct SelectorTranslator {
         return out
     }
 
+    /// The operators CouchDB's Mango knows; any other is its `invalid_operator`.
+    static let mangoOperators: Set<String> = [
+        "$and", "$or", "$not", "$nor", "$all", "$elemMatch", "$allMatch", "$keyMapMatch", "$lt", "$lte", "$eq", "$ne",
+        "$gte", "$gt", "$exists", "$type", "$in", "$nin", "$size", "$mod", "$regex", "$beginsWith", "$text", "$default",
+    ]
+
     private static func unsupported(_ op: String) -> RESTError {
-        .badRequest("unsupported operator \(op): Ferry's _find supports $eq $ne $gt $gte $lt $lte $exists $in $and $or")
+        guard mangoOperators.contains(op) else { return RESTError(400, "invalid_operator", "Invalid operator: \(op)") }
+        return .badRequest("unsupported operator \(op): Ferry's _find supports $eq $ne $gt $gte $lt $lte $exists $in $and $or")
     }
 
     /// One operator on a field. Null follows CouchDB's collation (null sorts first), arrays and

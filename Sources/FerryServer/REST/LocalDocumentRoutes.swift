@@ -49,7 +49,7 @@ extension RESTRouter {
                 let expected = try Self.namedRevision(c.request, body: incoming.rev)
                 let rev = try c.db.putLocalDocument(id, properties: incoming.properties, expectedRevision: expected)
                 var created = Self.withETag(.json(201, .object(["ok": true, "id": .string("_local/" + id), "rev": .string(rev)])))
-                created.headers.append(("Location", "/" + PercentDecoding.encodeSegment(c.name) + "/" + PercentDecoding.encodeSegment("_local/" + id)))
+                created.headers.append(("Location", Self.documentLocation(db: c.name, id: "_local/" + id)))
                 return created
             case "COPY":
                 // To another local document, or to a document (which then has a history).
@@ -66,7 +66,7 @@ extension RESTRouter {
                 }
                 let rev = try c.db.putLocalDocument(String(destination.dropFirst(7)), properties: d.properties)
                 var copied = RESTResponse.json(201, .object(["ok": true, "id": .string(destination), "rev": .string(rev)]))
-                copied.headers.append(("ETag", "\"\(rev)\""))
+                copied.headers += [("ETag", "\"\(rev)\""), ("Location", Self.documentLocation(db: c.name, id: destination))]
                 return copied
             case "DELETE":
                 try require(.reader, c)

@@ -7,6 +7,27 @@ import FerryStore
 /// `application/json; error="true"`). `revs`, `latest`, `attachments` and `atts_since` as in
 /// CouchDB (`atts_since` implies `attachments`, and so does a multipart answer).
 extension RESTRouter {
+    /// The leaves in the order CouchDB's key tree lists them (couch_key_tree:get_all_leafs,
+    /// which `_bulk_get` answers in): the trees of later roots first, each depth first with
+    /// siblings by ascending revision ID.
+    static func leavesInTreeOrder(_ tree: RevisionTree) -> [RevisionID] {
+        var children: [RevisionID: [RevisionID]] = [:]
+        var roots: [RevisionID] = []
+        for node in tree.nodes.values {
+            if let p = node.parent, tree.nodes[p] != nil { children[p, default: []].append(node.revisionID) } else { roots.append(node.revisionID) }
+        }
+        let leaves = Set(tree.leaves.map(\.revisionID))
+        var out: [RevisionID] = []
+        for root in roots.sorted(by: >) {
+            var stack = [root]
+            while let r = stack.popLast() {
+                if leaves.contains(r) { out.append(r) }
+                stack += (children[r] ?? []).sorted(by: >)
+            }
+        }
+        return out
+    }
+
     func openRevisions(_ c: Context, _ id: String, _ spec: String) throws(RESTError) -> RESTResponse {
         let r = c.request
         let flag = { (name: String) in r[query: name] == "true" }
@@ -20,7 +41,8 @@ extension RESTRouter {
             var wanted: [String]
             if spec == "all" {
                 guard let tree else { throw RESTError.notFound("missing") }
-                wanted = tree.leaves.map(\.revisionID.description)
+                // CouchDB's single-document open_revs answers its leaves sorted by revision.
+                wanted = tree.leaves.map(\.revisionID).sorted().map(\.description)
             } else {
                 guard case .array(let a)? = try? JSONParser.parse(Array(spec.utf8)) else {
                     throw RESTError.badRequest("open_revs must be \"all\" or a JSON array of revisions")

@@ -66,8 +66,11 @@ public final class RESTRouter: Sendable {
            let host = request.header("Host") {
             response.headers[i].value = "\(request.isSecure ? "https" : "http")://\(host)" + response.headers[i].value
         }
-        // CouchDB marks every answer so (caches must ask again before reusing one).
-        if !response.headers.contains(where: { $0.name.caseInsensitiveEquals("Cache-Control") }) {
+        // CouchDB marks every answer so (caches must ask again before reusing one) — but a
+        // redirect, a 304 and a multipart answer, which it sends without.
+        let multipart = response.headers.contains { $0.name.caseInsensitiveEquals("Content-Type") && $0.value.lowercased().hasPrefix("multipart/") }
+        if ![301, 304].contains(response.status), !multipart,
+           !response.headers.contains(where: { $0.name.caseInsensitiveEquals("Cache-Control") }) {
             response.headers.append(("Cache-Control", "must-revalidate"))
         }
         if let cors { response.headers += cors.fields(for: request) }
@@ -182,7 +185,7 @@ public final class RESTRouter: Sendable {
         let second = s[1]
         if second == "_design" || Document.isDesignID(second) { return try await designDocumentRoute(c, s[1...]) }
         // (`_changes` ignores what follows it, as CouchDB's does.)
-        if second.hasPrefix("_"), s.count > 2, !["_local", "_all_docs", "_design_docs", "_index", "_find", "_explain", "_changes"].contains(second) {
+        if second.hasPrefix("_"), s.count > 2, !["_local", "_all_docs", "_design_docs", "_index", "_find", "_explain", "_changes", "_compact"].contains(second) {
             // CouchDB reads `/db/_name/x` as attachment `x` of document `_name`: none is there.
             switch r.method {
             case "GET", "HEAD", "DELETE": throw .notFound("missing")

@@ -38,8 +38,9 @@ extension RESTRouter {
             var ancestors = Set<RevisionID>()
             for r in revs {
                 guard let text = r.stringValue else { throw .badRequest("_revs_diff: revisions must be strings") }
-                // A malformed revision cannot be here: it is missing, as CouchDB answers.
-                guard let rev = try? RevisionID(text) else { missing.append(text); continue }
+                // Text that is no revision is CouchDB's 400; one in CouchDB's looser syntax
+                // that Ferry cannot hold is missing.
+                guard let rev = try Self.parseRevision(text) else { missing.append(text); continue }
                 if tree?.nodes[rev] != nil { continue }
                 missing.append(text)
                 for leaf in tree?.leaves ?? [] where leaf.revisionID.generation < rev.generation {
