@@ -126,12 +126,13 @@ struct SessionTests {
         let f = try await fixture()
         defer { Task { await f.stop() } }
         let access = f.daemon.access
-        let now = AccessControl.now()
-        // Issued 30 s ago (of 600): good, not renewed.
-        let young = try #require(access.issueCookie(for: "will", now: now - 30))
+        // Issued just now (of 600 s): good, not renewed. The clock is read right before the
+        // request, so however loaded the machine the request is well inside the first tenth.
+        let young = try #require(access.issueCookie(for: "will", now: AccessControl.now()))
         let r1 = try await f.request("GET", "/db/seed", headers: [("Cookie", "AuthSession=\(young)")])
         #expect(r1.status == 200 && r1.header("Set-Cookie") == nil)
         // Issued 100 s ago: answered and renewed with a fresh cookie that logs in.
+        let now = AccessControl.now()
         let old = try #require(access.issueCookie(for: "will", now: now - 100))
         let r2 = try await f.request("GET", "/db/missing", headers: [("Cookie", "AuthSession=\(old)")])
         #expect(r2.status == 404)  // renewed on any answer, as CouchDB does
