@@ -22,17 +22,34 @@ struct TextLogHandler: LogHandler {
     }
 
     func log(event: LogEvent) {
-        var all = metadata
-        if let provided = metadataProvider?.get() { all.merge(provided) { _, new in new } }
-        if let m = event.metadata { all.merge(m) { _, new in new } }
-        var line = LogTimestamp.current()
-        line += " \(event.level.rawValue) \(label):"
+        // The common case (an access-log line) has only the event's own metadata: no merge.
+        var all = event.metadata ?? [:]
+        if !metadata.isEmpty || metadataProvider != nil {
+            all = metadata
+            if let provided = metadataProvider?.get() { all.merge(provided) { _, new in new } }
+            if let m = event.metadata { all.merge(m) { _, new in new } }
+        }
+        var line: [UInt8] = []
+        line.reserveCapacity(160)
+        line += LogTimestamp.current().utf8
+        line.append(32)
+        line += event.level.rawValue.utf8
+        line.append(32)
+        line += label.utf8
+        line.append(58)
         for key in all.keys.sorted() {
             guard let value = all[key] else { continue }
-            line += " \(key)=\(value)"
+            line.append(32)
+            line += key.utf8
+            line.append(61)
+            line += value.description.utf8
         }
-        line += " [\(event.source)] \(event.message)\n"
-        LogOutput.standardError.write(Array(line.utf8), urgent: event.level >= .notice)
+        line += " [".utf8
+        line += event.source.utf8
+        line += "] ".utf8
+        line += event.message.description.utf8
+        line.append(10)
+        LogOutput.standardError.write(line, urgent: event.level >= .notice)
     }
 }
 
