@@ -52,9 +52,9 @@ final class HTTPServerConnection: ConnectionHandler {
     /// Numbering of requests and of the next answer to write, for pipelining.
     private var nextRequest = 0
     private var nextToWrite = 0
-    private var finished: [Int: (method: String, target: String, keepAlive: Bool, response: RESTResponse)] = [:]
-    /// When each request not yet answered was read (for its access-log line).
-    private var started: [Int: ContinuousClock.Instant] = [:]
+    /// Answers ready to write, by request number, with when each request was read (for its
+    /// access-log line).
+    private var finished: [Int: (method: String, target: String, keepAlive: Bool, response: RESTResponse, start: ContinuousClock.Instant)] = [:]
     /// The streamed answer's access-log line, written when it ends: its request, and the
     /// body bytes sent so far.
     private var streamLog: (method: String, target: String, status: Int, user: String?, start: ContinuousClock.Instant, bytes: Int)?
@@ -202,21 +202,21 @@ final class HTTPServerConnection: ConnectionHandler {
         if !body.isEmpty { heldBodies[nextRequest] = body.count }
         let n = nextRequest
         nextRequest += 1
-        if accessLog != nil { started[n] = .now }
+        let start = ContinuousClock.now
         if !h.keepAlive { stopReading = true }
         guard let request = RESTRequest(head: h, body: body, remoteAddress: tcp.remoteAddress, peerCertificate: peerCertificate,
                                         isSecure: tcp.tlsSession != nil) else {
-            queued.append((n, h, nil))
+            queued.append((n, h, nil, start))
             runNext()
             return
         }
-        queued.append((n, h, request))
+        queued.append((n, h, request, start))
         runNext()
     }
 
     /// Requests read but not yet answered, run one at a time: a pipelined `GET` after a `PUT`
     /// must see that write (RFC 9112 §9.3.2: a server processes pipelined requests in order).
-    private var queued: [(n: Int, head: FerryHTTP.HTTPRequestHead, request: RESTRequest?)] = []
+    private var queued: [(n: Int, head: FerryHTTP.HTTPRequestHead, request: RESTRequest?, start: ContinuousClock.Instant)] = []
     /// Body bytes counted in `bodies` per request not yet answered.
     private var heldBodies: [Int: Int] = [:]
 
@@ -230,10 +230,10 @@ final class HTTPServerConnection: ConnectionHandler {
 
     private func runNext() {
         guard !running, !closed, !queued.isEmpty else { return }
-        let (n, h, request) = queued.removeFirst()
+        let (n, h, request, start) = queued.removeFirst()
         guard let request else {
             releaseBody(of: n)
-            finish(n, h, RESTError.badRequest("the request target is not a path with valid escapes").response)
+            finish(n, h, RESTError.badRequest("the request target is not a path with valid escapes").response, start: start)
             runNext()
             return
         }
@@ -249,26 +249,25 @@ final class HTTPServerConnection: ConnectionHandler {
                 me.value.releaseBody(of: n)
                 me.value.running = false
                 me.value.runningTask = nil
-                me.value.finish(n, h, response)
+                me.value.finish(n, h, response, start: start)
                 me.value.runNext()
             }
         }
         if inputClosed { runningTask?.cancel() }
     }
 
-    private func finish(_ n: Int, _ h: FerryHTTP.HTTPRequestHead, _ response: RESTResponse) {
+    private func finish(_ n: Int, _ h: FerryHTTP.HTTPRequestHead, _ response: RESTResponse, start: ContinuousClock.Instant) {
         guard !closed else {
             if case .stream = response.body {} // dropped with the response: its producer ends
             return
         }
-        finished[n] = (h.method, h.target, h.keepAlive, response)
+        finished[n] = (h.method, h.target, h.keepAlive, response, start)
         writeReady()
     }
 
     /// Writes the answers that are next in order, up to a streamed one.
     private func writeReady() {
-        while streaming == nil, !closed, let (method, target, keepAlive, response) = finished.removeValue(forKey: nextToWrite) {
-            let start = started.removeValue(forKey: nextToWrite)
+        while streaming == nil, !closed, let (method, target, keepAlive, response, start) = finished.removeValue(forKey: nextToWrite) {
             nextToWrite += 1
             activity &+= 1
             var headers = response.headers
@@ -278,14 +277,14 @@ final class HTTPServerConnection: ConnectionHandler {
             switch response.body {
             case .bytes(let bytes):
                 send(HTTPResponseEncoder.encode(head, body: bytes, head: method == "HEAD"))
-                if let accessLog, let start {
+                if let accessLog {
                     accessLog.record(method: method, target: target, status: response.status, bytes: method == "HEAD" ? 0 : bytes.count,
                                      since: start, user: response.user, address: address)
                 }
                 if !keepAlive { closeGracefully(); closed = true; return }
             case .stream(let pieces):
                 send(HTTPResponseEncoder.encodeChunkedHead(head))
-                if let start { streamLog = (method, target, response.status, response.user, start, 0) }
+                if accessLog != nil { streamLog = (method, target, response.status, response.user, start, 0) }
                 if method == "HEAD" {
                     logStreamEnd()
                     // The head only; dropping the stream ends its producer.
@@ -404,10 +403,9 @@ final class HTTPServerConnection: ConnectionHandler {
         logger.debug("bad HTTP request", metadata: ["status": "\(error.status)", "reason": "\(error.reason)"])
         let n = nextRequest
         nextRequest += 1
-        if accessLog != nil { started[n] = .now }
         var failed = FerryHTTP.HTTPRequestHead.closing
         failed.keepAlive = false
-        finish(n, failed, RESTError(error.status, error.status == 413 ? "too_large" : "bad_request", error.reason).response)
+        finish(n, failed, RESTError(error.status, error.status == 413 ? "too_large" : "bad_request", error.reason).response, start: .now)
     }
 
     func connectionWritabilityChanged(_ connection: TCPConnection, writable: Bool) {

@@ -1,4 +1,5 @@
 import FerryHTTP
+import Synchronization
 import FerryNet
 
 /// One HTTP request as the REST layer sees it: the head, the whole body (already limited by
@@ -20,6 +21,9 @@ public struct RESTRequest: Sendable {
     /// Whether the request came over TLS (a session cookie is then marked `Secure`, and a
     /// redirect names `https`).
     public let isSecure: Bool
+    /// Who the request proved to be, once the router has authenticated it (for its access-log
+    /// line; a box, because the request is a value passed down by copy).
+    let provenUser = ProvenUser()
 
     /// The method (`GET`, `PUT`, ...).
     public var method: String { head.method }
@@ -66,6 +70,11 @@ public struct RESTRequest: Sendable {
 
     /// A header field's first value.
     public func header(_ name: String) -> String? { head[name] }
+
+    /// The user a request proved to be (`RESTRouter.authentication` sets it).
+    final class ProvenUser: Sendable {
+        let name = Mutex<String?>(nil)
+    }
 
     /// The most bytes a compressed request body may inflate to (the HTTP layer's own body limit).
     public static let maxDecodedBodySize = 64 * 1024 * 1024

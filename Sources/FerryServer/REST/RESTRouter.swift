@@ -58,9 +58,8 @@ public final class RESTRouter: Sendable {
     public func respond(_ request: RESTRequest) async -> RESTResponse {
         // A preflight is answered before authentication: browsers send it without credentials.
         if let preflight = cors?.preflight(request) { return preflight }
-        let user = RequestUser()
-        var response = await Self.$requestUser.withValue(user) { await answer(request) }
-        response.user = user.name.withLock { $0 }
+        var response = await answer(request)
+        response.user = request.provenUser.name.withLock { $0 }
         // An absolute `Location`, as CouchDB writes it (scheme and the `Host` the client used).
         if let i = response.headers.firstIndex(where: { $0.name == "Location" }), response.headers[i].value.hasPrefix("/"),
            let host = request.header("Host") {
@@ -111,18 +110,11 @@ public final class RESTRouter: Sendable {
     func authentication(_ request: RESTRequest) async throws(RESTError) -> AccessControl.Authentication {
         let a = try await access.authenticate(authorization: request.header("Authorization"), cookie: request.header("Cookie"),
                                               certificate: request.peerCertificate, address: request.remoteAddress?.host).get()
-        if case .user(let name) = a.identity { Self.requestUser?.name.withLock { $0 = name } }
+        if case .user(let name) = a.identity { request.provenUser.name.withLock { $0 = name } }
         return a
     }
 
-    /// Who the request being answered proved to be, for its access-log line: set when it is
-    /// authenticated, read when its answer is made.
-    final class RequestUser: Sendable {
-        let name = Mutex<String?>(nil)
-    }
 
-    /// The request being answered's `RequestUser`.
-    @TaskLocal static var requestUser: RequestUser?
 
     private func route(_ r: RESTRequest) async throws(RESTError) -> RESTResponse {
         let s = r.segments
