@@ -144,6 +144,9 @@ struct OperationsTests {
         let f = try await DaemonFixture(allowAnonymous: true, anonymousRole: .admin, databases: ["alpha"])
         var ws = WebSocketConfiguration()
         ws.subprotocols = ["BLIP_3+CBMobile_3"]
+        // The upgrade is authorized on the cooperative pool, which a full test run beside a CPU
+        // hog keeps busy for many seconds: the default 10 s handshake ran out in CI.
+        ws.handshakeTimeout = 120
         let client = try await WebSocket.connect(to: f.daemon.replicationURL(for: "alpha") + "/_blipsync", configuration: ws)
         await f.stop()
         let info = await client.closed()

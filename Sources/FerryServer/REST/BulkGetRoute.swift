@@ -35,13 +35,7 @@ extension RESTRouter {
                     let (json, parts) = Self.documentObject(c.db, doc, tree: tree, revs: revs, mode: mode)
                     docs.append(.object(["ok": .object(json)]))
                     guard multipart else { continue }
-                    let bytes = CanonicalJSON.encode(.object(json))
-                    if parts.isEmpty {
-                        writer.part([("Content-Type", "application/json")], bytes)
-                    } else {
-                        let (type, body) = MultipartWriter.related(json: bytes, parts: parts)
-                        writer.part([("Content-Type", type), ("X-Doc-Id", id), ("X-Rev-Id", doc.revisionID?.description ?? "")], body)
-                    }
+                    writer.revision(json, attachments: parts, extra: [("X-Doc-Id", id), ("X-Rev-Id", doc.revisionID?.description ?? "")])
                 }
             } catch let e as RESTError {
                 // CouchDB names a missing document's revision "undefined" when none was asked.

@@ -208,32 +208,22 @@ extension RESTRouter {
 
     func changesPage(_ db: Database, _ q: ChangesQuery) throws(RESTError) -> ChangesPage {
         var rows: [JSONValue] = []
-        var position = q.since
-        if q.descending {
-            position = .max
-            do {
-                while rows.count < q.limit {
-                    let batch = try db.changesDescending(before: position, limit: min(1000, q.limit - rows.count))
-                    if batch.isEmpty { break }
-                    for change in batch {
-                        position = change.sequence
-                        if let row = try Self.changeRow(db, change, q) { rows.append(row) }
-                        if rows.count >= q.limit { break }
-                    }
-                }
-                let pending = position == .max ? 0 : try db.pendingChangeCount(before: position)
-                return ChangesPage(rows: Self.thinned(rows, every: q.seqInterval), last: position == .max ? db.lastSequence : position, pending: pending)
-            } catch { throw RESTError(error) }
-        }
+        // Descending starts from the end (CouchDB ignores `since` then).
+        var position = q.descending ? Int64.max : q.since
         do {
             while rows.count < q.limit {
-                let batch = try db.changes(since: position, limit: min(1000, q.limit - rows.count))
+                let want = min(1000, q.limit - rows.count)
+                let batch = q.descending ? try db.changesDescending(before: position, limit: want) : try db.changes(since: position, limit: want)
                 if batch.isEmpty { break }
                 for change in batch {
                     position = change.sequence
                     if let row = try Self.changeRow(db, change, q) { rows.append(row) }
                     if rows.count >= q.limit { break }
                 }
+            }
+            if q.descending {
+                let pending = position == .max ? 0 : try db.pendingChangeCount(before: position)
+                return ChangesPage(rows: Self.thinned(rows, every: q.seqInterval), last: position == .max ? db.lastSequence : position, pending: pending)
             }
             // CouchDB's count: the changes after `since`, less the rows sent (filtered out ones
             // count as pending).

@@ -1,4 +1,5 @@
 import Foundation
+import FerryStore
 
 /// Writes a multipart body (RFC 2046 §5.1) as CouchDB sends one: `--B` CRLF, a part's header
 /// fields, an empty line, its content, CRLF; `--B--` at the end. The boundary is 32 random hex
@@ -27,6 +28,19 @@ struct MultipartWriter {
     }
 
     /// The body, closed by the final delimiter.
+    /// One revision of a `multipart/mixed` answer (`open_revs`, `_bulk_get`): its JSON alone,
+    /// or, with attachments following, a nested `multipart/related` part with `extra` fields.
+    mutating func revision(_ json: [String: JSONValue], attachments: [AttachmentRendering.Part],
+                           extra: [(name: String, value: String)] = []) {
+        let bytes = CanonicalJSON.encode(.object(json))
+        if attachments.isEmpty {
+            part([("Content-Type", "application/json")], bytes)
+        } else {
+            let (type, body) = Self.related(json: bytes, parts: attachments)
+            part([("Content-Type", type)] + extra, body)
+        }
+    }
+
     func finished() -> [UInt8] { bytes + Array("--\(boundary)--".utf8) }
 
     /// A document with attachments that follow as CouchDB writes one (`multipart/related`):

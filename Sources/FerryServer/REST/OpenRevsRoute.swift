@@ -75,13 +75,7 @@ extension RESTRouter {
                 let (json, parts) = Self.documentObject(c.db, doc, tree: tree, revs: flag("revs"), mode: mode, since: since)
                 jsonItems.append(.object(["ok": .object(json)]))
                 guard multipart else { continue }
-                let bytes = CanonicalJSON.encode(.object(json))
-                if parts.isEmpty {
-                    writer.part([("Content-Type", "application/json")], bytes)
-                } else {
-                    let (type, body) = MultipartWriter.related(json: bytes, parts: parts)
-                    writer.part([("Content-Type", type)], body)
-                }
+                writer.revision(json, attachments: parts)
             }
             guard multipart else { return .json(200, .array(jsonItems)) }
             return RESTResponse(status: 200, headers: [("Content-Type", writer.contentType("mixed"))], body: .bytes(writer.finished()))
