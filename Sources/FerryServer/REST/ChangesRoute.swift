@@ -195,7 +195,7 @@ extension RESTRouter {
         func response(tagged: Bool) -> RESTResponse {
             let body = bytes
             var headers: [(name: String, value: String)] = [("Content-Type", "application/json"), ("Cache-Control", "must-revalidate")]
-            if tagged { headers.append(("ETag", "\"" + String(AccessControl.sha256Hex(body).prefix(25)).uppercased() + "\"")) }
+            if tagged { headers.append(("ETag", RESTRouter.opaqueETag(body))) }
             var r = RESTResponse(status: 200, headers: headers,
                                  body: .stream(AsyncStream { c in
                                      c.yield(body)

@@ -38,8 +38,13 @@ extension RESTRouter {
     static func withETag(_ response: RESTResponse) -> RESTResponse {
         guard case .bytes(let body) = response.body else { return response }
         var r = response
-        r.headers.append(("ETag", "\"" + String(AccessControl.sha256Hex(body).prefix(25)).uppercased() + "\""))
+        r.headers.append(("ETag", opaqueETag(body)))
         return r
+    }
+
+    /// An opaque, quoted `ETag` naming `body` (a digest), as CouchDB's for computed answers.
+    static func opaqueETag(_ body: [UInt8]) -> String {
+        "\"" + String(AccessControl.sha256Hex(body).prefix(25)).uppercased() + "\""
     }
 
     /// A random 128-bit document ID in lowercase hex, as CouchDB makes them.

@@ -278,7 +278,7 @@ enum ReplicatorRoutes {
         var url = URLComponents(string: base)
         url?.user = user
         url?.password = password
-        url?.percentEncodedPath = "/" + RESTRouter.encodePathSegment(target).replacingOccurrences(of: "/", with: "%2F")
+        url?.percentEncodedPath = "/" + PercentDecoding.encodeSegment(target)
         guard let full = url?.string else { throw .badRequest("target \(target.debugDescription) is not a database name") }
         body["target"] = .string(full)
     }
