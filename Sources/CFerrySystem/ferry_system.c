@@ -94,3 +94,7 @@ int ferry_accept(int fd) { return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_C
 int ferry_lower_thread_priority(int nice) {
     return setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice);
 }
+
+const void *ferry_memmem(const void *hay, size_t hay_length, const void *needle, size_t needle_length) {
+    return memmem(hay, hay_length, needle, needle_length);
+}

@@ -29,9 +29,13 @@ public enum HTTPResponseEncoder {
     /// 304 response carries neither a body nor `Content-Length` (RFC 9110 §8.6); `head: true`
     /// (the answer to `HEAD`) writes the length of `body` without the body.
     public static func encode(_ head: HTTPResponseHead, body: [UInt8] = [], head isHead: Bool = false) -> [UInt8] {
-        var out = statusLine(head.status)
-        appendFields(head.headers, to: &out)
         let bodiless = head.status < 200 || head.status == 204 || head.status == 304
+        var out: [UInt8] = []
+        // One allocation for the whole answer: the fields are short, the body is known.
+        out.reserveCapacity(64 + head.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
+                            + (bodiless || isHead ? 0 : body.count))
+        appendStatusLine(head.status, to: &out)
+        appendFields(head.headers, to: &out)
         if !bodiless { appendField("Content-Length", String(body.count), to: &out) }
         out += crlf
         if !bodiless && !isHead { out += body }
@@ -40,7 +44,8 @@ public enum HTTPResponseEncoder {
 
     /// The head of a response whose body follows in chunks (`chunk`, then `lastChunk`).
     public static func encodeChunkedHead(_ head: HTTPResponseHead) -> [UInt8] {
-        var out = statusLine(head.status)
+        var out: [UInt8] = []
+        appendStatusLine(head.status, to: &out)
         appendFields(head.headers, to: &out)
         appendField("Transfer-Encoding", "chunked", to: &out)
         out += crlf
@@ -97,8 +102,16 @@ public enum HTTPResponseEncoder {
 
     static let crlf: [UInt8] = [13, 10]
 
-    private static func statusLine(_ status: Int) -> [UInt8] {
+    /// The status lines of the answers a server gives most, made once.
+    private static let commonStatusLines: [Int: [UInt8]] = Dictionary(
+        uniqueKeysWithValues: [200, 201, 202, 204, 304, 400, 401, 403, 404, 409, 412].map { ($0, statusLineBytes($0)) })
+
+    private static func statusLineBytes(_ status: Int) -> [UInt8] {
         Array("HTTP/1.1 \(status) \(reasonPhrase(status))\r\n".utf8)
+    }
+
+    private static func appendStatusLine(_ status: Int, to out: inout [UInt8]) {
+        if let line = commonStatusLines[status] { out += line } else { out += statusLineBytes(status) }
     }
 
     static func appendFields(_ fields: [(name: String, value: String)], to out: inout [UInt8]) {
@@ -107,9 +120,14 @@ public enum HTTPResponseEncoder {
 
     static func appendField(_ name: String, _ value: String, to out: inout [UInt8]) {
         // A CR or LF in a value would split the response: such bytes are dropped.
-        out += Array(name.utf8)
-        out += Array(": ".utf8)
-        out += value.utf8.filter { $0 != 13 && $0 != 10 }
+        out += name.utf8
+        out.append(58)
+        out.append(32)
+        if value.utf8.contains(where: { $0 == 13 || $0 == 10 }) {
+            out += value.utf8.filter { $0 != 13 && $0 != 10 }
+        } else {
+            out += value.utf8
+        }
         out += crlf
     }
 }

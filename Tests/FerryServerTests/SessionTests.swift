@@ -167,6 +167,34 @@ struct SessionTests {
         #expect(try await Self.login(f, "will", "new-pass").status == 200)
     }
 
+    /// Basic credentials already seen are recognised by their fingerprint without another
+    /// check (`CredentialFingerprint`); a password change retires them all the same.
+    @Test func recognisedBasicCredentialsEndWithAPasswordChange() async throws {
+        let f = try await fixture()
+        defer { Task { await f.stop() } }
+        let basic = [("Authorization", "Basic " + Data("will:w-pass".utf8).base64EncodedString())]
+        #expect(try await f.request("GET", "/db/seed", headers: basic).status == 200)
+        #expect(try await f.request("GET", "/db/seed", headers: basic).status == 200)
+        // Another field with the same credentials (the scheme's case differs) is checked on its own.
+        let lower = [("Authorization", "basic " + Data("will:w-pass".utf8).base64EncodedString())]
+        #expect(try await f.request("GET", "/db/seed", headers: lower).status == 200)
+        let wrong = [("Authorization", "Basic " + Data("will:w-pasS".utf8).base64EncodedString())]
+        #expect(try await f.request("GET", "/db/seed", headers: wrong).status == 401)
+        try UserStore(dataDirectory: f.dir.path("data")).update { users in
+            users["will"]?.password = try? PasswordHash(password: "new-pass", iterations: 1000)
+        }
+        let deadline = ContinuousClock.now + .seconds(20)
+        var status = 200
+        while status == 200, ContinuousClock.now < deadline {
+            status = try await f.request("GET", "/db/seed", headers: basic).status
+            if status == 200 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(status == 401)
+        #expect(try await f.request("GET", "/db/seed", headers: lower).status == 401)
+        let fresh = [("Authorization", "Basic " + Data("will:new-pass".utf8).base64EncodedString())]
+        #expect(try await f.request("GET", "/db/seed", headers: fresh).status == 200)
+    }
+
     @Test func aCookieOpensTheReplicationWebSocketAsBasicDoes() async throws {
         let f = try await fixture()
         defer { Task { await f.stop() } }

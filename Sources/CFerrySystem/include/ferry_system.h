@@ -65,6 +65,10 @@ ssize_t ferry_udp_receive(int fd, uint8_t *buf, size_t len, void *from, unsigned
 ssize_t ferry_udp_send(int fd, const uint8_t *buf, size_t len, const void *to, unsigned tolen, unsigned ifindex);
 
 
+/// The first occurrence of `needle` in `hay` (glibc's vectorised memmem, which Swift's Glibc
+/// module does not export without _GNU_SOURCE); NULL when there is none.
+const void *ferry_memmem(const void *hay, size_t hay_length, const void *needle, size_t needle_length);
+
 /// Lowers the calling thread's scheduling priority to `nice` (Linux: per thread). 0 on success.
 int ferry_lower_thread_priority(int nice);
 #endif

@@ -60,6 +60,9 @@ public final class AccessControl: Sendable {
         /// The same key for a name and password that failed against this hash: a client
         /// repeating a wrong password costs a dictionary lookup, not another PBKDF2 run.
         var refused: [String: PasswordHash] = [:]
+        /// Authorization fields as sent that proved a user, by their fingerprint, with the
+        /// hash they were verified against: the common request skips decoding and SHA-256.
+        var recognised: [CredentialFingerprint: (user: String, hash: PasswordHash)] = [:]
     }
 
     private let store: UserStore?
@@ -133,10 +136,21 @@ public final class AccessControl: Sendable {
             return .success(Authentication(identity: .localAdmin, method: "default"))
         }
         if let authorization {
+            let fingerprint = CredentialFingerprint(authorization)
+            if let seen = state.withLock({ $0.recognised[fingerprint] }), currentUsers()[seen.user]?.password == seen.hash {
+                return .success(Authentication(identity: .user(seen.user), method: "default"))
+            }
             guard let (name, password) = Self.basicCredentials(authorization) else {
                 return .failure(.unauthorized("only HTTP Basic authentication is supported"))
             }
-            return await checkPassword(name: name, password: password, address: address).map { Authentication(identity: .user($0), method: "default") }
+            let checked = await checkPassword(name: name, password: password, address: address)
+            if case .success(let user) = checked, let hash = currentUsers()[user]?.password {
+                state.withLock { s in
+                    if s.recognised.count > 10_000 { s.recognised.removeAll() }
+                    s.recognised[fingerprint] = (user, hash)
+                }
+            }
+            return checked.map { Authentication(identity: .user($0), method: "default") }
         }
         if let certificate {
             let digest = "sha256:" + Self.hex(certificate.sha256)

@@ -23,11 +23,12 @@ struct AccessLog: Sendable {
         guard isEnabled else { return }
         let elapsed = ContinuousClock.now - start
         let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        // Values as they are (no interpolation): this runs once per request.
         logger.info("\(method) \(target) \(status)", metadata: [
-            "peer": "\(address)",
-            "user": "\(user ?? "-")",
-            "bytes": "\(bytes)",
-            "ms": "\((ms * 10).rounded() / 10)",
+            "peer": .string(address),
+            "user": .string(user ?? "-"),
+            "bytes": .stringConvertible(bytes),
+            "ms": .stringConvertible((ms * 10).rounded() / 10),
         ])
     }
 }

@@ -21,20 +21,21 @@ extension RESTRouter {
             return .json(417, .array(rows))
         }
         // Malformed as a whole, as CouchDB refuses it: a replicated document without its
-        // revision, or a special member Ferry does not know (`_foo`).
-        for case let o? in docs.map(\.objectValue) {
+        // revision, or a special member Ferry does not know (`_foo`); then an ID CouchDB
+        // reserves (or an empty one), before writing any — such a batch is malformed, not one
+        // document's failure. (One pass: this runs for every document of every batch.)
+        var reserved: String?
+        for d in docs {
+            guard case .object(let o) = d else { continue }
             if !newEdits, o["_rev"] == nil, o["_revisions"] == nil {
                 throw .badRequest("When `new_edits: false`, the document needs `_rev` or `_revisions` specified")
             }
-            if let bad = o.keys.first(where: { $0.hasPrefix("_") && !Self.specialMembers.contains($0) }) {
-                throw RESTError(400, "doc_validation", "Bad special document member: \(bad)")
+            for key in o.keys where key.utf8.first == UInt8(ascii: "_") && !Self.specialMembers.contains(key) {
+                throw RESTError(400, "doc_validation", "Bad special document member: \(key)")
             }
+            if reserved == nil, case .string(let id)? = o["_id"], Self.isReservedID(id) { reserved = id }
         }
-        // CouchDB refuses the whole request for an ID it reserves (or an empty one), before
-        // writing any: such a batch is malformed, not one document's failure.
-        for case let id? in docs.map({ $0.objectValue?["_id"]?.stringValue }) where Self.isReservedID(id) {
-            throw .illegalDocumentID(id)
-        }
+        if let reserved { throw .illegalDocumentID(reserved) }
         var items: [(id: String, incoming: DocumentJSON.Incoming)] = []
         items.reserveCapacity(docs.count)
         var forbidden: [JSONValue] = []

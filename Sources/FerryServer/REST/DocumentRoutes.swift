@@ -69,6 +69,9 @@ extension RESTRouter {
         return nil
     }
 
+    /// `"_attachments"` as it appears in a stored body that has some.
+    static let attachmentsKey = Array(#""_attachments""#.utf8)
+
     /// `Location` of document `id` in database `db` (the router makes it absolute, as CouchDB's).
     static func documentLocation(db: String, id: String) -> String {
         "/\(PercentDecoding.encodeSegment(db))/\(PercentDecoding.encodeSegment(id))"
@@ -95,7 +98,7 @@ extension RESTRouter {
                 let etag = "\"\(rev)\""
                 if r.header("If-None-Match") == etag { return RESTResponse(status: 304, headers: [("ETag", etag)]) }
                 var bytes = DocumentJSON.splice(id: id, rev: rev, deleted: false, body: body)
-                if MultipartRelated.find(Array(#""_attachments""#.utf8), in: body, from: 0) != nil,
+                if MultipartRelated.find(Self.attachmentsKey, in: body, from: 0) != nil,
                    case .object(let o)? = try? JSONParser.parse(bytes) {
                     bytes = CanonicalJSON.encode(.object(AttachmentRendering.stubbed(o)))
                 }

@@ -1,3 +1,5 @@
+import CFerrySystem
+
 /// A `multipart/related` body (RFC 2387 over RFC 2046 §5.1) split into its parts, as CouchDB
 /// clients upload a document with its attachments: the JSON document first, then one part per
 /// attachment marked `"follows": true`.
@@ -119,7 +121,18 @@ struct MultipartRelated {
     static func find<C: RandomAccessCollection>(_ needle: [UInt8], in hay: C, from: Int) -> Int?
         where C.Element == UInt8, C.Index == Int {
         guard let first = needle.first, hay.endIndex - needle.count >= from else { return nil }
-        var i = max(from, hay.startIndex)
+        let start = max(from, hay.startIndex)
+        // Contiguous bytes are searched by glibc's `memmem` (vectorised): a document
+        // read scans its whole body for `"_attachments"` this way.
+        let fast: Int?? = hay.withContiguousStorageIfAvailable { buffer -> Int? in
+            needle.withUnsafeBytes { n -> Int? in
+                guard let base = buffer.baseAddress,
+                      let hit = ferry_memmem(base + (start - hay.startIndex), buffer.count - (start - hay.startIndex), n.baseAddress, n.count) else { return nil }
+                return hay.startIndex + UnsafeRawPointer(base).distance(to: UnsafeRawPointer(hit))
+            }
+        }
+        if let fast { return fast }
+        var i = start
         let last = hay.endIndex - needle.count
         while i <= last {
             if hay[i] == first && matches(needle, in: hay, at: i) { return i }
