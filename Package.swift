@@ -79,8 +79,11 @@ let package = Package(
         .target(name: "FerryDiscovery",
                 dependencies: ["FerryDNS", "FerryNet", "CFerrySystem", .product(name: "Logging", package: "swift-log")]),
         // The document store: SQLite (C API), revision trees, conflicts, validation. No transport.
+        // Mango's string order is ICU's root collation, as CouchDB's: the ICU that ships in
+        // every Swift toolchain for Foundation (_FoundationICU), so no other library is needed.
         .target(name: "FerryStore",
-                dependencies: ["CSQLite", "COpenSSL", .product(name: "Logging", package: "swift-log")]),
+                dependencies: ["CSQLite", "COpenSSL", .product(name: "Logging", package: "swift-log")],
+                linkerSettings: [.linkedLibrary("_FoundationICU")]),
         // Replication: the Couchbase Mobile protocol on BLIP between two stores.
         .target(name: "FerrySync",
                 dependencies: ["FerryBLIP", "FerryWebSocket", "FerryHTTP", "FerryNet", "FerryStore", "COpenSSL",

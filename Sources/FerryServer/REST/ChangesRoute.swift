@@ -74,20 +74,14 @@ extension RESTRouter {
     }
 
     /// `filter=_selector` with `{"selector":{…}}` in the body: a Mango selector (what `_find`
-    /// takes) over each change's current revision, the ID conditions checked here and the rest
-    /// by the store's predicate engine.
+    /// takes, CouchDB's semantics) over each change's current revision.
     static func selectorFilter(_ c: Context) throws(RESTError) -> PullFilter {
-        guard c.request.method == "POST", let selector = try jsonObject(c.request)["selector"]?.objectValue else {
+        guard c.request.method == "POST", let json = try jsonObject(c.request)["selector"], case .object = json else {
             throw .badRequest("Selector must be specified in POST payload")
         }
-        var translator = SelectorTranslator()
-        let predicate = try translator.predicate(selector)
-        let ids = translator.idConditions
-        let db = c.db
-        return { doc, _, _ in
-            guard SelectorTranslator.idMatches(doc.id, ids) else { return false }
-            return (try? db.documentIDs(matching: predicate, among: [doc.id]).contains(doc.id)) ?? false
-        }
+        let selector: MangoSelector
+        do { selector = try MangoSelector(json: json) } catch { throw RESTError(error.status, error.error, error.reason) }
+        return { doc, _, _ in selector.matches(doc) }
     }
 
     /// CouchDB's built-in `_design` filter (design documents only); nil for a name that is

@@ -1,6 +1,6 @@
 /// Database routes beyond the core, each answered in its own file: replication endpoints
 /// (`_bulk_get`, `_revs_diff`, `_revs_limit`, `_ensure_full_commit`), maintenance (`_purge`,
-/// `_compact`) and queries (`_find`, `_index`). Attachments are in `AttachmentRoutes.swift`.
+/// `_compact`) and queries (`_find`, `_explain`, `_index`). Attachments are in `AttachmentRoutes.swift`.
 extension RESTRouter {
     /// The answer for `/{db}/{name}` when `name` is one of these routes; nil for any other name
     /// (the router answers 404).
@@ -14,7 +14,8 @@ extension RESTRouter {
         case "_compact": return try compact(c)
         case "_purged_infos_limit": return try purgedInfosLimit(c)
         case "_find": return try find(c)
-        case "_index": return try createFindIndex(c)
+        case "_index": return try findIndex(c)
+        case "_explain": return try explain(c)
         default: return nil
         }
     }

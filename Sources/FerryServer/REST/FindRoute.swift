@@ -1,321 +1,224 @@
+import COpenSSL
 import FerryStore
 import Foundation
 
-/// `POST /{db}/_find` and `POST /{db}/_index` (Protocol/rest.md, "Maintenance and queries"):
-/// Mango selectors as far as the store's `Predicate` can run them — `$eq $ne $gt $gte $lt
-/// $lte $exists $in $and $or`, implicit equality, dotted paths and nested objects — with
-/// `limit`, `skip`, `fields` and `bookmark`. Anything else is 400 naming what is unsupported,
-/// never a silently different answer. Results come in document-ID order (the only sort).
+/// Mango queries (Protocol/rest.md, "Queries"): `POST /{db}/_find` and `_explain` on the
+/// store's Mango engine (`Database.find`, CouchDB 3.5's semantics), and the indexes —
+/// `GET/POST /{db}/_index`, `DELETE /{db}/_index/{ddoc}/json/{name}` — kept as CouchDB keeps
+/// them, in design documents whose `language` is `"query"`.
 extension RESTRouter {
-    /// CouchDB's default page.
-    static let findDefaultLimit = 25
-    /// Documents read from the store per query while skipping and filtering.
-    static let findPageSize = 500
-
     func find(_ c: Context) throws(RESTError) -> RESTResponse {
         try Self.allow(c.request, ["POST"])
-        let body = try Self.jsonObject(c.request)
-        // CouchDB's error names (mango_error): no selector, one that is not an object.
-        guard let given = body["selector"] else { throw RESTError(400, "missing_required_key", "Missing required key: selector") }
-        guard let selector = given.objectValue else { throw RESTError(400, "invalid_selector_json", "Selector must be a JSON object") }
-        let limit = try Self.count(body["limit"], "limit") ?? Self.findDefaultLimit
-        let skip = try Self.count(body["skip"], "skip") ?? 0
-        let fields = try Self.fieldList(body["fields"])
-        try Self.checkSort(body["sort"])
-        var after: String?
-        if let b = body["bookmark"] {
-            guard let text = b.stringValue else { throw .badRequest("bookmark must be a string") }
-            if !text.isEmpty, text != "nil" {
-                guard let id = Self.decodeBookmark(text) else { throw .badRequest("bookmark is not one this server gave") }
-                after = id
-            }
+        let query = try Self.mangoQuery(c)
+        let started = ContinuousClock.now
+        let result: MangoResult
+        do { result = try c.db.find(query) } catch { throw Self.mangoFailure(error) }
+        var rows: [JSONValue] = []
+        rows.reserveCapacity(result.documents.count)
+        for doc in result.documents {
+            let tree = query.conflicts ? try? c.db.revisionTree(of: doc.id) : nil
+            let json = DocumentJSON.object(doc, tree: tree, DocumentJSON.Extras(conflicts: query.conflicts))
+            guard let fields = query.fields, case .object(let o) = json else { rows.append(json); continue }
+            rows.append(.object(Self.project(o, fields)))
         }
-        var translator = SelectorTranslator()
-        let predicate = try translator.predicate(selector)
-        let idConditions = translator.idConditions
-
-        var docs: [Document] = []
-        var toSkip = skip
-        var warning: String?
-        do {
-            if limit > 0 {
-                let typeKey = c.db.options.typeKey
-                scan: while true {
-                    let page: [Document]
-                    if case .equal(typeKey, .string(let type)) = predicate {
-                        page = try c.db.documents(ofType: type, after: after, limit: Self.findPageSize)
-                    } else {
-                        page = try c.db.documents(matching: predicate, after: after, limit: Self.findPageSize)
-                    }
-                    for doc in page {
-                        after = doc.id
-                        // CouchDB's _find never answers design documents.
-                        guard !Document.isDesignID(doc.id), SelectorTranslator.idMatches(doc.id, idConditions) else { continue }
-                        if toSkip > 0 { toSkip -= 1; continue }
-                        docs.append(doc)
-                        if docs.count == limit { break scan }
-                    }
-                    if page.count < Self.findPageSize { break }
-                }
-            }
-            // CouchDB's hint when the query had to read every document.
-            if !(try c.db.explain(predicate)).contains(where: { $0.contains("SEARCH") }) {
-                warning = "No matching index found, create an index to optimize query time."
-            }
-        } catch { throw RESTError(error) }
-
-        let rows: [JSONValue] = docs.map { doc in
-            let json = DocumentJSON.object(doc, tree: nil, revs: false, revsInfo: false, conflicts: false)
-            guard let fields, let o = json.objectValue else { return json }
-            return .object(Self.project(o, fields))
+        var out: [String: JSONValue] = ["docs": .array(rows), "bookmark": .string(result.bookmark)]
+        if !result.warnings.isEmpty { out["warning"] = .string(result.warnings.joined(separator: "\n")) }
+        if query.executionStats {
+            let elapsed = ContinuousClock.now - started
+            let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+            out["execution_stats"] = .object([
+                "total_keys_examined": .int(Int64(result.keysExamined)),
+                "total_docs_examined": .int(Int64(result.documentsExamined)),
+                "total_quorum_docs_examined": 0,
+                "results_returned": .int(Int64(rows.count)),
+                "execution_time_ms": .double(ms),
+            ])
         }
-        var out: [String: JSONValue] = ["docs": .array(rows), "bookmark": .string(docs.last.map { Self.encodeBookmark($0.id) } ?? "nil")]
-        if let warning { out["warning"] = .string(warning) }
         return .json(200, .object(out))
     }
 
-    /// `POST /{db}/_index` `{"index":{"fields":[…]}}`: a store index on each field (writer).
-    /// The store keeps no list of them, so there is no `GET`.
-    func createFindIndex(_ c: Context) throws(RESTError) -> RESTResponse {
+    /// `POST /{db}/_explain`: the index a `_find` would use, and the query as it would run.
+    func explain(_ c: Context) throws(RESTError) -> RESTResponse {
         try Self.allow(c.request, ["POST"])
-        try require(.writer, c)
-        let body = try Self.jsonObject(c.request)
-        if let type = body["type"], type.stringValue != "json" { throw .badRequest("only `json` indexes are supported") }
-        guard let list = body["index"]?.objectValue?["fields"]?.arrayValue, !list.isEmpty else {
-            throw .badRequest("_index needs `index.fields`, a non-empty array")
-        }
-        var fields: [String] = []
-        for f in list {
-            if let name = f.stringValue {
-                fields.append(name)
-            } else if let o = f.objectValue, o.count == 1, let (name, dir) = o.first, dir.stringValue == "asc" || dir.stringValue == "desc" {
-                fields.append(name)
-            } else {
-                throw .badRequest("index fields are names or {\"name\":\"asc\"}")
+        let query = try Self.mangoQuery(c)
+        let plan: (index: MangoIndex, warnings: [String])
+        do { plan = try c.db.plan(query) } catch { throw Self.mangoFailure(error) }
+        let fields: JSONValue = .array((query.fields ?? []).map { .string($0.text) })
+        let opts: [String: JSONValue] = [
+            "use_index": .array(query.useIndex.map { .string($0) }), "bookmark": .string(query.bookmark ?? "nil"),
+            "limit": .int(Int64(query.limit)), "skip": .int(Int64(query.skip)),
+            "sort": .object(Dictionary(query.sort.fields.map { ($0.path.text, JSONValue.string($0.direction)) }, uniquingKeysWith: { a, _ in a })),
+            "fields": fields, "partition": "", "r": 1, "conflicts": .bool(query.conflicts), "stale": false, "update": true,
+            "stable": false, "execution_stats": .bool(query.executionStats), "allow_fallback": .bool(query.allowFallback),
+        ]
+        // Whether the index alone could answer (its columns and `_id` hold every field asked).
+        let covering = plan.index.designDocument != nil && query.fields.map { f in
+            Set(f.map(\.text)).isSubset(of: Set(plan.index.columns + ["_id"]))
+        } == true
+        let indexable = query.selector.fieldHints
+        return .json(200, .object([
+            "dbname": .string(c.name), "index": Self.indexJSON(plan.index), "partitioned": false,
+            "selector": query.selector.json, "opts": .object(opts), "limit": .int(Int64(query.limit)),
+            "skip": .int(Int64(query.skip)), "fields": fields, "covering": .bool(covering), "index_candidates": [],
+            "selector_hints": [.object(["type": "json", "indexable_fields": .array(indexable.indexable.map { .string($0) }),
+                                        "unindexable_fields": .array(indexable.unindexable.map { .string($0) })])],
+        ]))
+    }
+
+    /// `/{db}/_index…`: list (`GET`), create (`POST`), delete (`DELETE …/{ddoc}/json/{name}`).
+    func findIndex(_ c: Context) throws(RESTError) -> RESTResponse {
+        let rest = Array(c.request.segments.dropFirst(2))
+        if rest.isEmpty {
+            switch c.request.method {
+            case "GET", "HEAD": return try listFindIndexes(c)
+            case "POST": return try createFindIndex(c)
+            default: throw .methodNotAllowed("GET,HEAD,POST")
             }
         }
+        guard c.request.method == "DELETE" else { throw .methodNotAllowed("DELETE") }
+        // `{ddoc}/json/{name}`, the design document named with or without `_design/`.
+        var parts = rest[...]
+        if parts.first == "_design" { parts = parts.dropFirst() }
+        guard parts.count == 3, let ddocName = parts.first, parts[parts.startIndex + 1] == "json", let name = parts.last else {
+            throw .notFound("missing")
+        }
+        return try deleteFindIndex(c, ddoc: ddocName.hasPrefix("_design/") ? ddocName : "_design/" + ddocName, name: name)
+    }
+
+    private func listFindIndexes(_ c: Context) throws(RESTError) -> RESTResponse {
+        let indexes: [MangoIndex]
+        do { indexes = try c.db.mangoIndexes() } catch { throw RESTError(error) }
+        return .json(200, .object(["total_rows": .int(Int64(indexes.count)), "indexes": .array(indexes.map(Self.indexJSON))]))
+    }
+
+    /// An index as `GET /_index` and `_explain` show it.
+    static func indexJSON(_ i: MangoIndex) -> JSONValue {
+        var o: [String: JSONValue] = ["ddoc": i.designDocument.map { .string($0) } ?? .null, "name": .string(i.name),
+                                      "type": .string(i.type), "def": i.definition]
+        if i.designDocument != nil { o["partitioned"] = false }
+        return .object(o)
+    }
+
+    /// `POST /{db}/_index`: a `json` index saved in its design document (admin, as writing
+    /// a design document is); `exists` when the same index is there already.
+    func createFindIndex(_ c: Context) throws(RESTError) -> RESTResponse {
+        try require(.admin, c)
+        let body = try Self.jsonObject(c.request)
+        func fail(_ e: MangoError) -> RESTError { RESTError(e.status, e.error, e.reason) }
+        guard let def = body["index"] else { throw fail(MangoError("missing_required_key", "Missing required key: index")) }
+        guard case .object(let d) = def else {
+            throw fail(MangoError("invalid_index", "JSON indexes must be an object, not: \(MangoSort.show(def))"))
+        }
+        let type = body["type"] ?? "json"
+        guard case .string(let typeName) = type else { throw fail(MangoError("invalid_string", "Invalid string: \(MangoSort.show(type))")) }
+        guard typeName == "json" else { throw fail(MangoError("invalid_index", "Invalid type for index: \(typeName)")) }
+        for key in ["name", "ddoc"] {
+            guard let v = body[key] else { continue }
+            guard case .string(let t) = v else { throw fail(MangoError("invalid_string", "Invalid string: \(MangoSort.show(v))")) }
+            if t.isEmpty { throw fail(MangoError("invalid_empty_string", "Index name or ddoc cannot be empty string")) }
+        }
+        if let bad = body.keys.sorted().first(where: { !["index", "type", "name", "ddoc", "w", "partitioned"].contains($0) }) {
+            throw fail(MangoError("invalid_key", "Invalid key \(bad) for this request."))
+        }
+        guard let fieldsJSON = d["fields"] else { throw fail(MangoError("missing_required_key", "Missing required key: fields")) }
+        let sort: MangoSort
+        do { sort = try MangoSort(json: fieldsJSON) } catch { throw fail(error) }
+        guard !sort.fields.isEmpty else { throw fail(MangoError("invalid_index", "Index is missing its definition.")) }
+        var partial: JSONValue?
+        if let p = d["partial_filter_selector"] {
+            do { _ = try MangoSelector(json: p) } catch { throw fail(error) }
+            if p != .object([:]) { partial = p }
+        }
+        if let bad = d.keys.sorted().first(where: { !["fields", "partial_filter_selector"].contains($0) }) {
+            throw fail(MangoError("invalid_key", "Invalid key \(bad) for this request."))
+        }
+        // CouchDB's automatic names are digests of the definition: the same index, the same name.
+        let digest = Self.sha1Hex(CanonicalJSON.encode(.object(["fields": .array(sort.fields.map { .object([$0.path.text: .string($0.direction)]) }),
+                                                                "partial_filter_selector": partial ?? .object([:])])))
+        let name = body["name"]?.stringValue ?? digest
+        let ddocID = body["ddoc"]?.stringValue.map { $0.hasPrefix("_design/") ? $0 : "_design/" + $0 } ?? "_design/" + digest
+        let index = MangoIndex(designDocument: ddocID, name: name, fields: sort.fields.map { ($0.path.text, $0.direction) },
+                               partialFilter: partial)
         do {
-            for f in fields where f != "_id" { try c.db.createIndex(on: f) }
-        } catch { throw RESTError(error) }
-        let name = body["name"]?.stringValue ?? "ferry-" + fields.joined(separator: "-")
-        return .json(200, .object(["result": "created", "id": .string("_design/" + name), "name": .string(name)]))
-    }
-
-    private static func count(_ v: JSONValue?, _ name: String) throws(RESTError) -> Int? {
-        guard let v else { return nil }
-        guard let n = v.intValue, n >= 0, n <= Int64(Int32.max) else {
-            throw RESTError(400, "invalid_non_neg_integer", "Invalid value for \(name): it must be a non-negative integer")
+            let existing = try c.db.document(ddocID)
+            var props = existing?.properties ?? [:]
+            if let existing, props["language"]?.stringValue != "query" {
+                throw fail(MangoError("invalid_ddoc_lang", "Existing design doc has an invalid language: \(MangoSort.show(existing.properties["language"] ?? .null))"))
+            }
+            if MangoIndex.indexes(inDesignDocument: ddocID, props).contains(index) {
+                return .json(200, .object(["result": "exists", "id": .string(ddocID), "name": .string(name)]))
+            }
+            var views = props["views"]?.objectValue ?? [:]
+            views[name] = index.view
+            props["views"] = .object(views)
+            props["language"] = "query"
+            var doc = existing ?? Document(id: ddocID)
+            doc.properties = props
+            _ = try c.db.save(doc, concurrencyControl: .failOnConflict)
+        } catch let e as RESTError {
+            throw e
+        } catch {
+            throw RESTError.from(error)
         }
-        return Int(n)
+        return .json(200, .object(["result": "created", "id": .string(ddocID), "name": .string(name)]))
     }
 
-    private static func fieldList(_ v: JSONValue?) throws(RESTError) -> [String]? {
-        guard let v else { return nil }
-        guard let a = v.arrayValue else { throw .badRequest("fields must be an array of field names") }
-        var out: [String] = []
-        for f in a {
-            guard let s = f.stringValue, !s.isEmpty else { throw .badRequest("fields must be an array of field names") }
-            out.append(s)
+    private func deleteFindIndex(_ c: Context, ddoc: String, name: String) throws(RESTError) -> RESTResponse {
+        try require(.admin, c)
+        do {
+            guard var doc = try c.db.document(ddoc), doc.properties["language"]?.stringValue == "query",
+                  var views = doc.properties["views"]?.objectValue, views[name] != nil else {
+                throw RESTError(404, "not_found", "Index not found")
+            }
+            views[name] = nil
+            if views.isEmpty {
+                _ = try c.db.delete(doc, concurrencyControl: .failOnConflict)
+            } else {
+                doc.properties["views"] = .object(views)
+                _ = try c.db.save(doc, concurrencyControl: .failOnConflict)
+            }
+        } catch let e as RESTError {
+            throw e
+        } catch {
+            throw RESTError.from(error)
         }
-        return out
+        return .ok()
     }
 
-    /// Results are in ID order: a sort that asks for exactly that is fine, any other is 400.
-    private static func checkSort(_ v: JSONValue?) throws(RESTError) {
-        guard let v else { return }
-        guard let a = v.arrayValue else { throw .badRequest("sort must be an array") }
-        for s in a {
-            if s.stringValue == "_id" { continue }
-            if let o = s.objectValue, o.count == 1, o["_id"]?.stringValue == "asc" { continue }
-            throw .badRequest("unsupported sort: Ferry's _find returns documents in _id order only")
-        }
+    /// The `_find`/`_explain` body read as a Mango query.
+    static func mangoQuery(_ c: Context) throws(RESTError) -> MangoQuery {
+        let body = try jsonObject(c.request)
+        do { return try MangoQuery(json: body) } catch { throw RESTError(error.status, error.error, error.reason) }
     }
 
-    /// `doc` reduced to the named (dotted) fields that it has.
-    static func project(_ doc: [String: JSONValue], _ fields: [String]) -> [String: JSONValue] {
+    /// A Mango refusal or a store fault as the answer says it.
+    static func mangoFailure(_ error: any Error) -> RESTError {
+        if let m = error as? MangoError { return RESTError(m.status, m.error, m.reason) }
+        return RESTError.from(error)
+    }
+
+    static func sha1Hex(_ bytes: [UInt8]) -> String {
+        var out = [UInt8](repeating: 0, count: 20)
+        bytes.withUnsafeBufferPointer { b in _ = SHA1(b.baseAddress, b.count, &out) }
+        return out.map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// CouchDB's `fields` projection (`mango_fields:extract`): each path found is copied
+    /// into a new document, through objects made on the way.
+    static func project(_ doc: [String: JSONValue], _ fields: [MangoFieldPath]) -> [String: JSONValue] {
         var out: [String: JSONValue] = [:]
-        for field in fields {
-            let path = field.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-            var value: JSONValue? = .object(doc)
-            for p in path { value = value?.objectValue?[p] }
-            if let value { set(&out, path[...], value) }
+        for f in fields {
+            guard case .found(let v) = f.lookup(in: .object(doc)) else { continue }
+            set(&out, f.segments[...], v)
         }
         return out
     }
 
     private static func set(_ o: inout [String: JSONValue], _ path: ArraySlice<String>, _ value: JSONValue) {
-        guard let head = path.first else { return }
-        if path.count == 1 { o[head] = value; return }
-        var inner = o[head]?.objectValue ?? [:]
+        guard let first = path.first else { return }
+        if path.count == 1 { o[first] = value; return }
+        var inner = o[first]?.objectValue ?? [:]
         set(&inner, path.dropFirst(), value)
-        o[head] = .object(inner)
-    }
-
-    /// A bookmark is the last ID returned, base64url so it is opaque and safe in a URL.
-    static func encodeBookmark(_ id: String) -> String {
-        Data(id.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-    }
-
-    static func decodeBookmark(_ text: String) -> String? {
-        let standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        return Data(base64Encoded: standard).flatMap { String(data: $0, encoding: .utf8) }
-    }
-}
-
-/// Turns a Mango selector into a store `Predicate`, plus conditions on `_id` (which is not in
-/// the body the predicate reads) that are checked on each result. `_id` conditions are only
-/// allowed where every result must meet them (top level and `$and`), so checking them after
-/// the query is exact.
-struct SelectorTranslator {
-    /// One condition on the document ID.
-    enum IDCondition: Equatable {
-        case equal(String), notEqual(String), greater(String), greaterOrEqual(String), less(String), lessOrEqual(String)
-        case `in`([String])
-        case never
-    }
-
-    private(set) var idConditions: [IDCondition] = []
-
-    /// The predicate for a whole selector (an implicit `$and` of its members).
-    mutating func predicate(_ selector: [String: JSONValue]) throws(RESTError) -> FerryStore.Predicate {
-        let parts = try members(selector, prefix: nil, conjunctive: true)
-        return parts.count == 1 ? parts[0] : .and(parts)
-    }
-
-    private mutating func members(_ o: [String: JSONValue], prefix: String?, conjunctive: Bool) throws(RESTError) -> [FerryStore.Predicate] {
-        var out: [FerryStore.Predicate] = []
-        // Sorted, so the same selector always compiles to the same SQL.
-        for (key, value) in o.sorted(by: { $0.key < $1.key }) {
-            if key.hasPrefix("$") {
-                guard prefix == nil else { throw .badRequest("operator \(key) must be inside a field's condition object") }
-                switch key {
-                case "$and", "$or":
-                    guard let list = value.arrayValue, !list.isEmpty else { throw .badRequest("\(key) needs a non-empty array of selectors") }
-                    var subs: [FerryStore.Predicate] = []
-                    for item in list {
-                        guard let s = item.objectValue else { throw .badRequest("\(key) needs an array of selector objects") }
-                        let parts = try members(s, prefix: nil, conjunctive: conjunctive && key == "$and")
-                        subs.append(parts.count == 1 ? parts[0] : .and(parts))
-                    }
-                    out.append(key == "$and" ? .and(subs) : .or(subs))
-                default:
-                    throw Self.unsupported(key)
-                }
-                continue
-            }
-            let path = prefix.map { "\($0).\(key)" } ?? key
-            if path == "_id" {
-                guard conjunctive else { throw .badRequest("conditions on _id are supported only at the top level or in $and") }
-                try idConditions.append(contentsOf: Self.idConditions(value))
-                continue
-            }
-            if path.hasPrefix("_") && path != "_attachments" && !path.hasPrefix("_attachments.") {
-                throw .badRequest("_find cannot select on \(path): Ferry keeps it outside the document body")
-            }
-            if case .object(let inner) = value, !inner.isEmpty {
-                let ops = inner.keys.filter { $0.hasPrefix("$") }
-                if ops.count == inner.count {
-                    for (op, operand) in inner.sorted(by: { $0.key < $1.key }) { out.append(try Self.condition(path, op, operand)) }
-                } else if ops.isEmpty {
-                    out += try members(inner, prefix: path, conjunctive: conjunctive)
-                } else {
-                    throw .badRequest("the condition on \(path) mixes operators and fields")
-                }
-            } else {
-                out.append(try Self.condition(path, "$eq", value))
-            }
-        }
-        return out
-    }
-
-    /// The operators CouchDB's Mango knows; any other is its `invalid_operator`.
-    static let mangoOperators: Set<String> = [
-        "$and", "$or", "$not", "$nor", "$all", "$elemMatch", "$allMatch", "$keyMapMatch", "$lt", "$lte", "$eq", "$ne",
-        "$gte", "$gt", "$exists", "$type", "$in", "$nin", "$size", "$mod", "$regex", "$beginsWith", "$text", "$default",
-    ]
-
-    private static func unsupported(_ op: String) -> RESTError {
-        guard mangoOperators.contains(op) else { return RESTError(400, "invalid_operator", "Invalid operator: \(op)") }
-        return .badRequest("unsupported operator \(op): Ferry's _find supports $eq $ne $gt $gte $lt $lte $exists $in $and $or")
-    }
-
-    /// One operator on a field. Null follows CouchDB's collation (null sorts first), arrays and
-    /// objects cannot be compared by the store.
-    private static func condition(_ f: String, _ op: String, _ v: JSONValue) throws(RESTError) -> FerryStore.Predicate {
-        let present: FerryStore.Predicate = .and([.exists(f), .not(.isNull(f))])
-        func scalar() throws(RESTError) -> JSONValue {
-            switch v {
-            case .array, .object: throw .badRequest("\(op) on \(f): arrays and objects cannot be compared")
-            default: return v
-            }
-        }
-        switch op {
-        case "$eq": return v == .null ? .isNull(f) : .equal(f, try scalar())
-        case "$ne": return v == .null ? present : .notEqual(f, try scalar())
-        case "$gt": return v == .null ? present : .greater(f, try scalar())
-        case "$gte": return v == .null ? .exists(f) : .greaterOrEqual(f, try scalar())
-        case "$lt": return v == .null ? .or([]) : .less(f, try scalar())
-        case "$lte": return v == .null ? .isNull(f) : .lessOrEqual(f, try scalar())
-        case "$exists":
-            guard let b = v.boolValue else { throw .badRequest("$exists on \(f) needs true or false") }
-            return b ? .exists(f) : .not(.exists(f))
-        case "$in":
-            guard let list = v.arrayValue else { throw .badRequest("$in on \(f) needs an array") }
-            var values: [JSONValue] = []
-            var null = false
-            for item in list {
-                switch item {
-                case .null: null = true
-                case .array, .object: throw .badRequest("$in on \(f): arrays and objects cannot be compared")
-                default: values.append(item)
-                }
-            }
-            return null ? .or([.in(f, values), .isNull(f)]) : .in(f, values)
-        default:
-            throw unsupported(op)
-        }
-    }
-
-    private static func idConditions(_ value: JSONValue) throws(RESTError) -> [IDCondition] {
-        guard case .object(let ops) = value else {
-            guard let s = value.stringValue else { return [.never] }  // an ID is always a string
-            return [.equal(s)]
-        }
-        var out: [IDCondition] = []
-        for (op, v) in ops.sorted(by: { $0.key < $1.key }) {
-            switch (op, v) {
-            case ("$gt", .null), ("$gte", .null), ("$ne", .null): continue  // every ID sorts after null
-            case ("$lt", .null), ("$lte", .null), ("$eq", .null): out.append(.never)
-            case ("$exists", .bool(let b)): if !b { out.append(.never) }
-            case ("$eq", .string(let s)): out.append(.equal(s))
-            case ("$ne", .string(let s)): out.append(.notEqual(s))
-            case ("$gt", .string(let s)): out.append(.greater(s))
-            case ("$gte", .string(let s)): out.append(.greaterOrEqual(s))
-            case ("$lt", .string(let s)): out.append(.less(s))
-            case ("$lte", .string(let s)): out.append(.lessOrEqual(s))
-            case ("$in", .array(let a)): out.append(.in(a.compactMap(\.stringValue)))
-            case ("$eq", _), ("$ne", _), ("$gt", _), ("$gte", _), ("$lt", _), ("$lte", _), ("$exists", _), ("$in", _):
-                throw .badRequest("\(op) on _id needs a string (or null)")
-            default: throw unsupported(op)
-            }
-        }
-        return out
-    }
-
-    /// Whether `id` meets every condition; IDs compare as UTF-8 bytes, the store's ID order.
-    static func idMatches(_ id: String, _ conditions: [IDCondition]) -> Bool {
-        func less(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
-        return conditions.allSatisfy { c in
-            switch c {
-            case .equal(let s): id == s
-            case .notEqual(let s): id != s
-            case .greater(let s): less(s, id)
-            case .greaterOrEqual(let s): !less(id, s)
-            case .less(let s): less(id, s)
-            case .lessOrEqual(let s): !less(s, id)
-            case .in(let list): list.contains(id)
-            case .never: false
-            }
-        }
+        o[first] = .object(inner)
     }
 }

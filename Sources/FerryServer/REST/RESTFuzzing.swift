@@ -45,10 +45,10 @@ import FerryStore
         // A JSON value as a _find selector, a _revisions history, a bookmark, a query value.
         let json = field(5)
         if let value = try? JSONParser.parse(json, sizeLimit: 64 * 1024, maxDepth: 32) {
-            if let selector = value.objectValue {
-                var translator = SelectorTranslator()
-                _ = try? translator.predicate(selector)
+            if let selector = try? MangoSelector(json: value) {
+                _ = selector.matches(value)
             }
+            _ = try? MangoQuery(json: value.objectValue ?? [:])
             _ = DocumentJSON.history(from: value)
             // A replication document: what is accepted must survive its own stored form.
             if let object = value.objectValue, let spec = try? ReplicationSpec(id: "fuzz", json: object) {
@@ -70,7 +70,7 @@ import FerryStore
             _ = CORSPolicy(origins: ["*"], credentials: true).preflight(request)
         }
         _ = ReplicationSpec.parseDuration(text(3))
-        _ = RESTRouter.decodeBookmark(text(4))
+        _ = MangoBookmark.decode(text(4))
         _ = RESTRouter.queryJSON(text(5))
     }
 }
