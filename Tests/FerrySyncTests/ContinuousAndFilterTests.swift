@@ -86,6 +86,24 @@ struct ContinuousAndFilterTests {
         await molly.stop(); await naomi.stop()
     }
 
+    /// Ferry's `_selector` pull filter over BLIP: the serving peer sends exactly the documents
+    /// the Mango selector matches (deletions included when they still match), and refuses a
+    /// selector CouchDB would refuse.
+    @Test func selectorPullOverBLIP() async throws {
+        let molly = try await Peer.make("molly")
+        let naomi = try await Peer.make("naomi", serving: true)
+        for i in 0..<10 { try naomi.put("d\(i)", ["n": .int(Int64(i)), "tags": i % 3 == 0 ? ["x"] : ["y"]]) }
+        let json: JSONValue = ["n": ["$gte": 4], "tags": ["$elemMatch": ["$eq": "x"]]]
+        try await replicate(molly, with: naomi, .pull) { c in c.selector = json }
+        let expected = try naomi.db.find(MangoQuery(selector: try MangoSelector(json: json))).documents.map(\.id)
+        #expect(expected == ["d6", "d9"])
+        #expect(try molly.db.allDocuments(limit: 100).map(\.id) == expected)
+        await #expect(throws: ReplicationError.self) {
+            try await replicate(molly, with: naomi, .pull) { c in c.selector = ["n": ["$bogus": 1]] }
+        }
+        await molly.stop(); await naomi.stop()
+    }
+
     @Test func rejectedDocumentsAreReportedAndTheRestArrive() async throws {
         let molly = try await Peer.make("molly")
         let naomi = try await Peer.make("naomi", serving: true)

@@ -88,7 +88,18 @@ final class PassivePeer: Sendable {
         }
         var filter: PullFilter?
         var params: [String: String] = [:]
-        if let name = m.properties[Q.filter] {
+        if let name = m.properties[Q.filter], name == Q.selectorFilter {
+            // Ferry's extension (Protocol/replication.md, "Selector pulls"): a Mango selector,
+            // as CouchDB's `_changes?filter=_selector` takes it, in the `selector` property.
+            guard let text = m.properties[Q.selector], let json = try? JSONParser.parse(Array(text.utf8), sizeLimit: 1 << 20, maxDepth: 64) else {
+                return request.respondHTTPError(400, "filter _selector needs a JSON selector property")
+            }
+            let selector: MangoSelector
+            do { selector = try MangoSelector(json: json) } catch {
+                return request.respondHTTPError(400, "bad selector: \(error.reason)")
+            }
+            filter = { doc, _, _ in selector.matches(doc) }
+        } else if let name = m.properties[Q.filter] {
             guard let f = listener.filters.withLock({ $0[name] }) else { return request.respondHTTPError(404, "no pull filter named \(name)") }
             filter = f
             for (k, v) in m.properties where !Q.subChangesOwn.contains(k) { params[k] = v }

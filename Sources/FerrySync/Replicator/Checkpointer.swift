@@ -69,6 +69,8 @@ final class Checkpointer: Sendable {
         key += c.pullFilterParameters.sorted { $0.key < $1.key }.flatMap { Array("\($0.key)=\($0.value)\n".utf8) }
         key += (c.documentIDs ?? []).sorted().flatMap { Array("\($0)\n".utf8) }
         key += Array(CanonicalJSON.encode(.object(c.pushFilterParameters)))
+        // A selector pull is another replication (added only when set: IDs without one stay).
+        if let selector = c.selector { key += Array("\nselector=".utf8) + CanonicalJSON.encode(selector) }
         id = "cp-" + Data(Checkpointer.sha1(key)).base64EncodedString()
         database = c.database
         remote = c.target

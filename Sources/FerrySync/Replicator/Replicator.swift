@@ -468,8 +468,12 @@ public final class Replicator: Sendable {
             if let puller {
                 group.addTask {
                     do throws(ReplicationError) {
+                        // A selector goes as Ferry's `_selector` filter (a named filter wins).
+                        let selector = c.pullFilter == nil ? c.selector.map { String(decoding: CanonicalJSON.encode($0), as: UTF8.self) } : nil
                         try await puller.start(since: start.remote, continuous: c.continuous, batchSize: c.batchSize,
-                                               filter: c.pullFilter, parameters: c.pullFilterParameters, documentIDs: c.documentIDs)
+                                               filter: selector != nil ? "_selector" : c.pullFilter,
+                                               parameters: selector.map { ["selector": $0] } ?? c.pullFilterParameters,
+                                               documentIDs: c.documentIDs)
                     } catch { return .failure(error) }
                     if let error = await puller.waitUntilDone(continuous: c.continuous) { return .failure(error) }
                     if c.continuous { return nil }

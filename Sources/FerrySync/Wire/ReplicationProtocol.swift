@@ -31,6 +31,10 @@ enum ReplicationProtocol {
         static let batch = "batch"
         static let filter = "filter"
         /// The properties of `subChanges` that are not parameters of its pull filter.
+        /// The `subChanges` filter name of a Mango selector pull (a Ferry extension), and the
+        /// property that carries the selector's JSON.
+        static let selectorFilter = "_selector"
+        static let selector = "selector"
         static let subChangesOwn: Set<String> = ["Profile", since, continuous, batch, "activeOnly", filter,
                                                  "channels", "revocations", "sendReplacementRevs", "versioning",
                                                  "requestPlus", "future", "collection", "client_sgr2"]

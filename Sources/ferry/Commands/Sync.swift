@@ -63,7 +63,7 @@ struct Sync: AsyncParsableCommand {
     var filter: String?
     @Option(name: .customLong("param"), help: ArgumentHelp("A parameter for --filter (CouchDB's `query_params`); repeatable.", valueName: "key=value"))
     var parameters: [String] = []
-    @Option(help: ArgumentHelp("Pull only documents matching this Mango selector (a JSON object; CouchDB peers).", valueName: "json"))
+    @Option(help: ArgumentHelp("Pull only documents matching this Mango selector (a JSON object; CouchDB and Ferry peers).", valueName: "json"))
     var selector: String?
     @Option(name: .customLong("doc-id"), help: ArgumentHelp("Replicate only this document, both ways; repeatable.", valueName: "id"))
     var documentIDs: [String] = []
@@ -81,14 +81,13 @@ struct Sync: AsyncParsableCommand {
         if filter == nil && !parameters.isEmpty { throw ValidationError("--param goes with --filter") }
         _ = try filterParameters()
         if documentIDs.contains(where: \.isEmpty) { throw ValidationError("--doc-id needs a document ID") }
-        guard let kind = ReplicatorConfiguration.PeerProtocol(rawValue: peerProtocol) else {
+        guard ReplicatorConfiguration.PeerProtocol(rawValue: peerProtocol) != nil else {
             throw ValidationError("--protocol must be automatic, couchdb or blip")
         }
         if selector != nil {
             if push { throw ValidationError("--selector selects what is pulled; it does nothing with --push") }
             if (try? parsedSelector()) == nil { throw ValidationError("--selector must be a JSON object") }
-            let couch = kind == .couchDB || (kind == .automatic && url.lowercased().hasPrefix("http"))
-            if !couch { throw ValidationError("--selector is CouchDB's; it needs an http(s):// peer") }
+            if filter != nil { throw ValidationError("--selector and --filter both select what is pulled: give one") }
         }
     }
 
