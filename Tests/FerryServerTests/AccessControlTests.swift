@@ -99,6 +99,7 @@ struct AccessControlTests {
         _ = try local.save(Document(id: "from-rita", properties: ["x": 1]))
         func replicator(_ type: ReplicatorConfiguration.ReplicatorType, _ user: (String, String)) -> Replicator {
             var c = ReplicatorConfiguration(database: local, target: f.daemon.replicationURL(for: "db"))
+            c.webSocket = DaemonFixture.patientReplicationWebSocket
             c.type = type
             c.authenticator = .basic(user: user.0, password: user.1)
             c.maxAttempts = 1
@@ -151,6 +152,7 @@ struct AccessControlTests {
             var trust = TLSClientConfiguration(trust: .certificateAuthorities(.pem(pki.ca.certificatePEM)))
             trust.identity = TLSIdentity(certificateChain: .pem(client.certificatePEM), privateKey: .pem(client.keyPEM))
             var c = ReplicatorConfiguration(database: local, target: f.daemon.replicationURL(for: "db").replacingOccurrences(of: "127.0.0.1", with: "localhost"))
+            c.webSocket = DaemonFixture.patientReplicationWebSocket
             c.type = type
             c.tls = trust
             c.maxAttempts = 1

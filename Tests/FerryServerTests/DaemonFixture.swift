@@ -1,3 +1,5 @@
+import FerryBLIP
+import FerryWebSocket
 import FerryNet
 import FerryServer
 import FerryStore
@@ -32,6 +34,15 @@ final class DaemonFixture: Sendable {
     }
 
     /// A user with a cheap hash (tests need not pay 600,000 iterations).
+    /// BLIP's WebSocket settings with a 120 s handshake: the daemon authorizes an upgrade on
+    /// the cooperative pool, which a full run beside a CPU hog (and other work) can keep busy
+    /// past the default 10 s — what these tests check is the answer, not its speed.
+    static var patientReplicationWebSocket: WebSocketConfiguration {
+        var ws = BLIPConnection.webSocketConfiguration(app: "CBMobile_3")
+        ws.handshakeTimeout = 120
+        return ws
+    }
+
     static func user(_ name: String, _ password: String, _ roles: [String: Role]) -> UserRecord {
         UserRecord(name: name, password: try? PasswordHash(password: password, iterations: 1000), roles: roles)
     }

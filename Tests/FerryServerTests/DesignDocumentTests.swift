@@ -201,6 +201,7 @@ struct DesignDocumentTests {
         _ = try local.save(Document(id: "plain", properties: ["x": 1]))
         func replicator(_ type: ReplicatorConfiguration.ReplicatorType, _ user: (String, String), into db: Database) -> Replicator {
             var c = ReplicatorConfiguration(database: db, target: f.daemon.replicationURL(for: "db"))
+            c.webSocket = DaemonFixture.patientReplicationWebSocket
             c.type = type
             c.authenticator = .basic(user: user.0, password: user.1)
             c.maxAttempts = 1

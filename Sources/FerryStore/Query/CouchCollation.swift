@@ -20,11 +20,7 @@ public enum CouchCollation {
         case (.bool(let x), .bool(let y)): return x == y ? 0 : (x ? 1 : -1)
         case (.string(let x), .string(let y)): return compareStrings(x, y)
         case (.array(let x), .array(let y)):
-            for (p, q) in zip(x, y) {
-                let c = compare(p, q)
-                if c != 0 { return c }
-            }
-            return x.count == y.count ? 0 : (x.count < y.count ? -1 : 1)
+            return compareElements(x, y, by: compare)
         case (.object(let x), .object(let y)):
             let kx = x.keys.sorted { compareStrings($0, $1) < 0 }, ky = y.keys.sorted { compareStrings($0, $1) < 0 }
             for (p, q) in zip(kx, ky) {
@@ -37,6 +33,15 @@ public enum CouchCollation {
         default:
             return compareNumbers(a, b)
         }
+    }
+
+    /// Two arrays element by element under `cmp`, a prefix first (both orders compare arrays so).
+    static func compareElements(_ x: [JSONValue], _ y: [JSONValue], by cmp: (JSONValue, JSONValue) -> Int) -> Int {
+        for (p, q) in zip(x, y) {
+            let c = cmp(p, q)
+            if c != 0 { return c }
+        }
+        return x.count == y.count ? 0 : (x.count < y.count ? -1 : 1)
     }
 
     /// The type's place in the order.

@@ -130,11 +130,7 @@ enum ErlangTermOrder {
         case (.string(let x), .string(let y)):
             return x.utf8.lexicographicallyPrecedes(y.utf8) ? -1 : (x.utf8.elementsEqual(y.utf8) ? 0 : 1)
         case (.array(let x), .array(let y)):
-            for (p, q) in zip(x, y) {
-                let c = compare(p, q)
-                if c != 0 { return c }
-            }
-            return x.count == y.count ? 0 : (x.count < y.count ? -1 : 1)
+            return CouchCollation.compareElements(x, y, by: compare)
         case (.object(let x), .object(let y)):
             // Member lists, compared pair by pair (name, then value), in name order.
             let kx = x.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
