@@ -10,6 +10,9 @@ extension RESTRouter {
     func find(_ c: Context) throws(RESTError) -> RESTResponse {
         try Self.allow(c.request, ["POST"])
         let query = try Self.mangoQuery(c)
+        guard query.partition.isEmpty else {
+            throw RESTError(400, "query_parse_error", "`partition` parameter is not supported in this db.")
+        }
         let started = ContinuousClock.now
         let result: MangoResult
         do { result = try c.db.find(query) } catch { throw Self.mangoFailure(error) }
@@ -41,8 +44,17 @@ extension RESTRouter {
     func explain(_ c: Context) throws(RESTError) -> RESTResponse {
         try Self.allow(c.request, ["POST"])
         let query = try Self.mangoQuery(c)
-        let plan: (index: MangoIndex, warnings: [String])
-        do { plan = try c.db.plan(query) } catch { throw Self.mangoFailure(error) }
+        // CouchDB's `_explain` answers a query no index serves with `"index": null` (its
+        // `_find` refuses it), but refuses a `use_index` it may not fall back from.
+        let plan: (index: MangoIndex, warnings: [String])?
+        do { plan = try c.db.plan(query) } catch let e as MangoError where e.error == "no_usable_index" {
+            if !query.useIndex.isEmpty, !query.allowFallback {
+                throw RESTError(400, "invalid_index", query.useIndex.count == 1
+                    ? "_design/\(query.useIndex[0]) specified by `use_index` could not be found or it is not suitable."
+                    : "_design/\(query.useIndex[0]), \(query.useIndex[1]) specified by `use_index` could not be found or it is not suitable.")
+            }
+            plan = nil
+        } catch { throw Self.mangoFailure(error) }
         let fields: JSONValue = .array((query.fields ?? []).map { .string($0.text) })
         let opts: [String: JSONValue] = [
             "use_index": .array(query.useIndex.map { .string($0) }), "bookmark": .string(query.bookmark ?? "nil"),
@@ -52,12 +64,12 @@ extension RESTRouter {
             "stable": false, "execution_stats": .bool(query.executionStats), "allow_fallback": .bool(query.allowFallback),
         ]
         // Whether the index alone could answer (its columns and `_id` hold every field asked).
-        let covering = plan.index.designDocument != nil && query.fields.map { f in
-            Set(f.map(\.text)).isSubset(of: Set(plan.index.columns + ["_id"]))
-        } == true
+        let covering = plan.map { p in
+            p.index.designDocument != nil && query.fields.map { f in Set(f.map(\.text)).isSubset(of: Set(p.index.columns + ["_id"])) } == true
+        } ?? false
         let indexable = query.selector.fieldHints
         return .json(200, .object([
-            "dbname": .string(c.name), "index": Self.indexJSON(plan.index), "partitioned": false,
+            "dbname": .string(c.name), "index": plan.map { Self.indexJSON($0.index) } ?? .null, "partitioned": false,
             "selector": query.selector.json, "opts": .object(opts), "limit": .int(Int64(query.limit)),
             "skip": .int(Int64(query.skip)), "fields": fields, "covering": .bool(covering), "index_candidates": [],
             "selector_hints": [.object(["type": "json", "indexable_fields": .array(indexable.indexable.map { .string($0) }),
@@ -123,11 +135,11 @@ extension RESTRouter {
         guard let fieldsJSON = d["fields"] else { throw fail(MangoError("missing_required_key", "Missing required key: fields")) }
         let sort: MangoSort
         do { sort = try MangoSort(json: fieldsJSON) } catch { throw fail(error) }
-        guard !sort.fields.isEmpty else { throw fail(MangoError("invalid_index", "Index is missing its definition.")) }
         var partial: JSONValue?
         if let p = d["partial_filter_selector"] {
-            do { _ = try MangoSelector(json: p) } catch { throw fail(error) }
-            if p != .object([:]) { partial = p }
+            // Kept normalized, as CouchDB keeps (and lists) it.
+            do { partial = try MangoSelector(json: p).json } catch { throw fail(error) }
+            if partial == .object([:]) { partial = Optional.none }
         }
         if let bad = d.keys.sorted().first(where: { !["fields", "partial_filter_selector"].contains($0) }) {
             throw fail(MangoError("invalid_key", "Invalid key \(bad) for this request."))

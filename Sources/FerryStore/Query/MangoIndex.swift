@@ -44,7 +44,7 @@ public struct MangoIndex: Sendable, Equatable {
         guard body["language"]?.stringValue == "query", case .object(let views)? = body["views"] else { return [] }
         return views.keys.sorted().compactMap { name -> MangoIndex? in
             guard case .object(let view)? = views[name], case .object(let map)? = view["map"],
-                  case .object(let directions)? = map["fields"], !directions.isEmpty else { return nil }
+                  case .object(let directions)? = map["fields"] else { return nil }
             // The columns' order: `options.def.fields` (CouchDB writes it beside the map, whose
             // `fields` object Ferry's JSON objects would not keep in order).
             var order = view["options"]?.objectValue?["def"]?.objectValue?["fields"]?.arrayValue?.compactMap { f -> String? in
@@ -96,10 +96,12 @@ public struct MangoSort: Sendable, Equatable {
             switch item {
             case .string(let name):
                 out.append(Field(path: try MangoFieldPath(name), direction: "asc"))
+            case .string(""):
+                throw MangoError("invalid_sort_field", "Invalid sort field: \"\"")
             case .object(let o) where o.count == 1:
-                guard let (name, dir) = o.first else { continue }
-                guard case .string(let d) = dir, d == "asc" || d == "desc" else {
-                    throw MangoError("invalid_sort_dir", "Invalid sort direction: \(Self.show(dir))")
+                // CouchDB's `mango_sort` names any other direction an invalid field.
+                guard let (name, dir) = o.first, case .string(let d) = dir, d == "asc" || d == "desc" else {
+                    throw MangoError("invalid_sort_field", "Invalid sort field: \(Self.show(item))")
                 }
                 out.append(Field(path: try MangoFieldPath(name), direction: d))
             default:

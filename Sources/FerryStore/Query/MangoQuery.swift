@@ -21,6 +21,9 @@ public struct MangoQuery: Sendable {
     public var conflicts = false
     /// Whether the answer carries `execution_stats`.
     public var executionStats = false
+    /// The `partition` asked for (empty: none). Ferry's databases are not partitioned:
+    /// `_find` refuses one as CouchDB does for such a database; `_explain` ignores it.
+    public var partition = ""
 
     /// A query for `selector` with the defaults.
     public init(selector: MangoSelector) {
@@ -59,8 +62,9 @@ public struct MangoQuery: Sendable {
             }
             fields = paths.isEmpty ? nil : paths
         }
-        if let v = body["partition"], v != .string("") {
-            throw MangoError("invalid_partition", "Ferry's databases are not partitioned.")
+        if let v = body["partition"] {
+            guard case .string(let p) = v else { throw MangoError("invalid_partition", "Partition must be a string.") }
+            partition = p
         }
         if let v = body["r"] {
             guard case .int(let n) = v, n > 0 else { throw MangoError("invalid_pos_integer", "\(MangoSort.show(v)) is not an integer greater than zero") }
