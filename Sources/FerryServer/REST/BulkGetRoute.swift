@@ -75,12 +75,18 @@ extension RESTRouter {
             return [doc]
         }
         guard let rev = try? RevisionID(revText) else { throw RESTError.badRequest("Invalid rev format: \(revText.debugDescription)") }
-        if latest, let tree = try db.revisionTree(of: id), tree.nodes[rev] != nil, !tree.isLeaf(rev) {
-            let leaves = try tree.leaves.filter { tree.isAncestor(rev, of: $0.revisionID) }.compactMap { try db.revision($0.revisionID, of: id) }
-            if !leaves.isEmpty { return leaves }
+        // Only leaf bodies are kept: a write between reading the tree and reading the body can
+        // make the named leaf an inner revision, its body gone. With `latest`, look again — it
+        // now has descendants to answer with (a reader racing writers saw "missing" otherwise).
+        for _ in 0..<3 {
+            if latest, let tree = try db.revisionTree(of: id), tree.nodes[rev] != nil, !tree.isLeaf(rev) {
+                let leaves = try tree.leaves.filter { tree.isAncestor(rev, of: $0.revisionID) }.compactMap { try db.revision($0.revisionID, of: id) }
+                if !leaves.isEmpty { return leaves }
+            }
+            if let doc = try db.revision(rev, of: id) { return [doc] }
+            guard latest else { break }
         }
-        guard let doc = try db.revision(rev, of: id) else { throw RESTError.notFound("missing") }
-        return [doc]
+        throw RESTError.notFound("missing")
     }
 
     private static func bulkGetError(id: String?, rev: JSONValue, _ e: RESTError) -> JSONValue {
