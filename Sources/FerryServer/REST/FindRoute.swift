@@ -1,4 +1,3 @@
-import COpenSSL
 import FerryStore
 import Foundation
 
@@ -48,11 +47,7 @@ extension RESTRouter {
         // `_find` refuses it), but refuses a `use_index` it may not fall back from.
         let plan: (index: MangoIndex, warnings: [String])?
         do { plan = try c.db.plan(query) } catch let e as MangoError where e.error == "no_usable_index" {
-            if !query.useIndex.isEmpty, !query.allowFallback {
-                throw RESTError(400, "invalid_index", query.useIndex.count == 1
-                    ? "_design/\(query.useIndex[0]) specified by `use_index` could not be found or it is not suitable."
-                    : "_design/\(query.useIndex[0]), \(query.useIndex[1]) specified by `use_index` could not be found or it is not suitable.")
-            }
+            if !query.useIndex.isEmpty, !query.allowFallback { throw Self.mangoFailure(MangoError.invalidIndex(query.useIndex)) }
             plan = nil
         } catch { throw Self.mangoFailure(error) }
         let fields: JSONValue = .array((query.fields ?? []).map { .string($0.text) })
@@ -145,8 +140,7 @@ extension RESTRouter {
             throw fail(MangoError("invalid_key", "Invalid key \(bad) for this request."))
         }
         // CouchDB's automatic names are digests of the definition: the same index, the same name.
-        let digest = Self.sha1Hex(CanonicalJSON.encode(.object(["fields": .array(sort.fields.map { .object([$0.path.text: .string($0.direction)]) }),
-                                                                "partial_filter_selector": partial ?? .object([:])])))
+        let digest = MangoIndex.automaticName(fields: sort.fields, partialFilter: partial)
         let name = body["name"]?.stringValue ?? digest
         let ddocID = body["ddoc"]?.stringValue.map { $0.hasPrefix("_design/") ? $0 : "_design/" + $0 } ?? "_design/" + digest
         let index = MangoIndex(designDocument: ddocID, name: name, fields: sort.fields.map { ($0.path.text, $0.direction) },
@@ -207,12 +201,6 @@ extension RESTRouter {
     static func mangoFailure(_ error: any Error) -> RESTError {
         if let m = error as? MangoError { return RESTError(m.status, m.error, m.reason) }
         return RESTError.from(error)
-    }
-
-    static func sha1Hex(_ bytes: [UInt8]) -> String {
-        var out = [UInt8](repeating: 0, count: 20)
-        bytes.withUnsafeBufferPointer { b in _ = SHA1(b.baseAddress, b.count, &out) }
-        return out.map { String(format: "%02x", $0) }.joined()
     }
 
     /// CouchDB's `fields` projection (`mango_fields:extract`): each path found is copied

@@ -26,6 +26,12 @@ public struct MangoError: Error, Sendable, Equatable, CustomStringConvertible {
         MangoError("bad_arg", "Bad argument for operator \(op): \(String(decoding: CanonicalJSON.encode(arg), as: UTF8.self))")
     }
 
+    /// `use_index` names an index that cannot serve the query, and no fallback is allowed.
+    public static func invalidIndex(_ asked: [String]) -> MangoError {
+        let named = asked.count == 1 ? "_design/\(asked[0])" : "_design/\(asked[0]), \(asked[1])"
+        return MangoError("invalid_index", "\(named) specified by `use_index` could not be found or it is not suitable.")
+    }
+
     static func invalidOperator(_ op: String) -> MangoError { MangoError("invalid_operator", "Invalid operator: \(op)") }
 
     static func invalidFieldName(_ field: String) -> MangoError { MangoError("invalid_field_name", "Invalid field name: \(field)") }

@@ -58,6 +58,14 @@ public struct MangoIndex: Sendable, Equatable {
         }
     }
 
+    /// The name CouchDB gives an index (and its design document) when the request names
+    /// neither: a digest of the definition, so the same index gets the same name.
+    public static func automaticName(fields: [MangoSort.Field], partialFilter: JSONValue?) -> String {
+        let definition = CanonicalJSON.encode(.object(["fields": .array(fields.map { .object([$0.path.text: .string($0.direction)]) }),
+                                                       "partial_filter_selector": partialFilter ?? .object([:])]))
+        return RevisionID.hex(RevisionID.sha1(definition))
+    }
+
     /// The design document view that holds this index, as CouchDB writes it.
     public var view: JSONValue {
         var map: [String: JSONValue] = ["fields": .object(Dictionary(fields.map { ($0.name, JSONValue.string($0.direction)) },

@@ -27,12 +27,7 @@ enum MangoPlanner {
         if !asked.isEmpty {
             let chosen = usable.filter { matches($0, asked) }
             if chosen.isEmpty {
-                guard query.allowFallback else {
-                    let reason = asked.count == 1
-                        ? "_design/\(asked[0]) specified by `use_index` could not be found or it is not suitable."
-                        : "_design/\(asked[0]), \(asked[1]) specified by `use_index` could not be found or it is not suitable."
-                    throw MangoError("invalid_index", reason)
-                }
+                guard query.allowFallback else { throw .invalidIndex(asked) }
                 warnings.append(asked.count == 1
                     ? "_design/\(asked[0]) was not used because it does not contain a valid index for this query."
                     : "_design/\(asked[0]), \(asked[1]) was not used because it is not a valid index for this query.")
