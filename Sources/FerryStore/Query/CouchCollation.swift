@@ -85,6 +85,12 @@ public enum CouchCollation {
         return collators.compare(a, b)
     }
 
+    /// The string's ICU sort key: its bytes compare (`memcmp`) as `compareStrings` compares
+    /// the strings. It ends with its only zero byte, so no key is a prefix of another.
+    static func sortKey(_ s: String) -> [UInt8] {
+        collators.sortKey(s)
+    }
+
     private static let collators = CollatorPool()
 }
 
@@ -116,6 +122,30 @@ private final class CollatorPool: Sendable {
         }
         guard status.rawValue <= U_ZERO_ERROR.rawValue else { return a < b ? -1 : (a == b ? 0 : 1) }
         return Int(result.rawValue)
+    }
+
+    func sortKey(_ s: String) -> [UInt8] {
+        let units = Array(s.utf16)
+        guard let collator = take() else { return Array(s.utf8) + [0] }
+        defer { idle.withLock { $0.append(collator) } }
+        var key = [UInt8](repeating: 0, count: units.count * 4 + 16)
+        var n = units.withUnsafeBufferPointer { u in
+            key.withUnsafeMutableBufferPointer { k in
+                swift_ucol_getSortKey(collator.pointer, u.baseAddress, Int32(u.count), k.baseAddress, Int32(k.count))
+            }
+        }
+        if Int(n) > key.count {
+            // Too small a buffer: ICU said how long the key is.
+            key = [UInt8](repeating: 0, count: Int(n))
+            n = units.withUnsafeBufferPointer { u in
+                key.withUnsafeMutableBufferPointer { k in
+                    swift_ucol_getSortKey(collator.pointer, u.baseAddress, Int32(u.count), k.baseAddress, Int32(k.count))
+                }
+            }
+        }
+        guard n > 0, Int(n) <= key.count else { return Array(s.utf8) + [0] }
+        key.removeSubrange(Int(n)...)
+        return key
     }
 
     private func take() -> UncheckedCollator? {

@@ -38,70 +38,119 @@ extension Database {
     /// the index that serves it (its columns in CouchDB's collation, then `_id`; `_all_docs`:
     /// by `_id`), reversed for a descending sort; only documents the index holds (all its
     /// columns present, and its partial filter matched); design documents never.
+    ///
+    /// A `json` index is read from its SQLite entries (`mango_entries`), built the first time
+    /// a query uses it and kept by every write after; only the rows inside the selector's
+    /// key range are read, and reading stops once the page is full.
     /// Throws `MangoError` for a query CouchDB refuses, `StoreError` for the store's faults.
     public func find(_ query: MangoQuery) throws -> MangoResult {
-        let plan = try MangoPlanner.plan(query, indexes: try mangoIndexes())
-        let index = plan.index
-        let partial = try index.partialFilter.map { (f) throws(MangoError) in try MangoSelector(json: f) }
-        let columns = try index.columns.map { (c) throws(MangoError) in try MangoFieldPath(c) }
-        let isAllDocs = index.designDocument == nil
+        // A design document changed between planning and building: plan again.
+        for _ in 0..<3 {
+            let plan = try MangoPlanner.plan(query, indexes: try mangoIndexes())
+            guard plan.index.designDocument != nil else { return try scanAllDocs(query, plan) }
+            if let key = try registeredIndexKey(plan.index) { return try scanIndex(query, plan, key) }
+        }
+        throw MangoError(409, "index_changed", "The index's design document kept changing during the query; try again.")
+    }
 
-        var rows: [(key: [JSONValue], doc: Document)] = []
-        var keysExamined = 0, docsExamined = 0
-        var after: String?
-        while true {
-            let page = try allDocuments(after: after, limit: 1000)
-            for doc in page {
-                after = doc.id
-                if Document.isDesignID(doc.id) { continue }
-                let json = Self.mangoJSON(doc)
-                var key: [JSONValue] = []
-                if !isAllDocs {
-                    // The index holds the document only with every column present.
-                    var complete = true
-                    for c in columns {
-                        guard case .found(let v) = c.lookup(in: json) else { complete = false; break }
-                        key.append(v)
-                    }
-                    guard complete, partial?.matches(json) ?? true else { continue }
-                }
-                keysExamined += 1
-                docsExamined += 1
-                guard query.selector.matches(json) else { continue }
-                rows.append((key, doc))
+    /// The registered index's key, registering and building it first if no query used it yet;
+    /// nil if its design document no longer defines it.
+    func registeredIndexKey(_ index: MangoIndex) throws(StoreError) -> Int64? {
+        let known = try readers.withReader { (c) throws(StoreError) -> Int64? in
+            let s = try c.prepare("SELECT index_key FROM mango_indexes WHERE ddoc = ? AND name = ? AND definition = ?")
+            defer { s.reset() }
+            s.bind(1, index.designDocument ?? "")
+            s.bind(2, index.name)
+            s.bind(3, index.storedDefinition)
+            return try s.step() ? s.int64(0) : nil
+        }
+        if let known { return known }
+        return try writer.transaction(context) { (txn) throws(StoreError) -> Int64? in try txn.registerMangoIndex(index) }
+    }
+
+    /// `find` on a `json` index: its entries in the key range, in key order (reversed for a
+    /// descending sort), each document matched against the whole selector.
+    private func scanIndex(_ query: MangoQuery, _ plan: MangoPlanner.Plan, _ indexKey: Int64) throws -> MangoResult {
+        let columns = try plan.index.columns.map { (c) throws(MangoError) in try MangoFieldPath(c) }
+        var range = MangoKeyRange(columns: plan.index.columns, selector: query.selector)
+        if let (key, id) = try Self.decodeBookmark(query.bookmark) {
+            let row = CollationKey.encode(key) + Array(id.utf8)
+            if query.sort.descending { range.endAfter(row) } else { range.raiseLower(to: row) }
+        }
+        let sql = """
+            SELECT d.doc_id, d.rev_id, d.sequence, d.body FROM mango_entries e JOIN docs d ON d.doc_key = e.doc_key
+            WHERE e.index_key = ? AND e.key >= ? AND e.key < ? ORDER BY e.key\(query.sort.descending ? " DESC" : "")
+            """
+        var cursor = MangoCursor(query)
+        try readers.withReader { (c) throws(StoreError) in
+            let s = try c.prepare(sql)
+            defer { s.reset() }
+            s.bind(1, indexKey)
+            s.bindBlob(2, range.lower)
+            s.bindBlob(3, range.upper)
+            while cursor.wantsMore, try s.step() {
+                guard cursor.examineRow() else { continue }
+                cursor.offer(try readRow(s))
             }
-            if page.count < 1000 { break }
         }
-        if !isAllDocs {
-            rows.sort { a, b in Self.indexOrder(a.key, a.doc.id, b.key, b.doc.id) < 0 }
+        let bookmark = cursor.lastMatched.map { last in
+            MangoBookmark.encode(columns.map { c in
+                if case .found(let v) = c.lookup(in: last.json) { return v }
+                return .null
+            }, last.document.id)
         }
-        if query.sort.descending { rows.reverse() }
-        if let bookmark = query.bookmark {
-            guard let (key, id) = MangoBookmark.decode(bookmark) else {
-                throw MangoError("invalid_bookmark", "Invalid bookmark value: \"\(bookmark)\"")
+        return cursor.result(plan, bookmark: bookmark)
+    }
+
+    /// `find` on `_all_docs`: live documents by ID (within the selector's `_id` bounds).
+    private func scanAllDocs(_ query: MangoQuery, _ plan: MangoPlanner.Plan) throws -> MangoResult {
+        var conditions = MangoKeyRange.idConditions(query.selector)
+        if let (_, id) = try Self.decodeBookmark(query.bookmark) {
+            conditions.append((query.sort.descending ? "doc_id <= ?" : "doc_id >= ?", id))
+        }
+        let sql = "SELECT doc_id, rev_id, sequence, body FROM docs WHERE deleted = 0"
+            + conditions.map { " AND " + $0.sql }.joined() + " ORDER BY doc_id" + (query.sort.descending ? " DESC" : "")
+        var cursor = MangoCursor(query)
+        try readers.withReader { (c) throws(StoreError) in
+            let s = try c.prepare(sql)
+            defer { s.reset() }
+            for (i, cond) in conditions.enumerated() { s.bind(Int32(i + 1), cond.value) }
+            while cursor.wantsMore, try s.step() {
+                if Document.isDesignID(s.string(0)) { continue }
+                guard cursor.examineRow() else { continue }
+                cursor.offer(try readRow(s))
             }
-            let direction = query.sort.descending ? -1 : 1
-            rows.removeAll { Self.indexOrder($0.key, $0.doc.id, key, id) * direction <= 0 }
         }
-        let page = rows.dropFirst(query.skip).prefix(query.limit)
-        let bookmark = page.last.map { MangoBookmark.encode($0.key, $0.doc.id) } ?? query.bookmark ?? "nil"
-        return MangoResult(documents: page.map(\.doc), bookmark: bookmark, index: index, warnings: plan.warnings,
-                           keysExamined: keysExamined, documentsExamined: docsExamined)
+        return cursor.result(plan, bookmark: cursor.lastMatched.map { MangoBookmark.encode([], $0.document.id) })
+    }
+
+    /// The document in a row of `doc_id, rev_id, sequence, body`, and its selector view.
+    private func readRow(_ s: Statement) throws(StoreError) -> (document: Document, json: JSONValue) {
+        let id = s.string(0)
+        guard let rev = try? RevisionID(s.string(1)) else { throw .corruptRevisionTree(documentID: id) }
+        let props = try WriteTransaction.properties(of: s.bytes(3), documentID: id)
+        let doc = Document(id: id, revisionID: rev, properties: props, isDeleted: false, sequence: s.int64(2)).from(uuid)
+        return (doc, Self.mangoJSON(id: id, revision: rev, properties: props, deleted: false))
+    }
+
+    private static func decodeBookmark(_ text: String?) throws(MangoError) -> (key: [JSONValue], id: String)? {
+        guard let text else { return nil }
+        guard let decoded = MangoBookmark.decode(text) else {
+            throw MangoError("invalid_bookmark", "Invalid bookmark value: \"\(text)\"")
+        }
+        return decoded
     }
 
     /// A document as a selector sees it: its body with `_id`, `_rev` (and `_deleted`).
     static func mangoJSON(_ doc: Document) -> JSONValue {
-        var o = doc.properties
-        o["_id"] = .string(doc.id)
-        if let rev = doc.revisionID { o["_rev"] = .string(rev.description) }
-        if doc.isDeleted { o["_deleted"] = true }
-        return .object(o)
+        mangoJSON(id: doc.id, revision: doc.revisionID, properties: doc.properties, deleted: doc.isDeleted)
     }
 
-    /// A view's order of rows: keys in CouchDB's collation, then document IDs byte by byte.
-    static func indexOrder(_ ka: [JSONValue], _ ida: String, _ kb: [JSONValue], _ idb: String) -> Int {
-        let c = CouchCollation.compare(.array(ka), .array(kb))
-        if c != 0 { return c }
-        return ida.utf8.lexicographicallyPrecedes(idb.utf8) ? -1 : (ida == idb ? 0 : 1)
+    static func mangoJSON(id: String, revision: RevisionID?, properties: [String: JSONValue], deleted: Bool) -> JSONValue {
+        var o = properties
+        o["_id"] = .string(id)
+        if let revision { o["_rev"] = .string(revision.description) }
+        if deleted { o["_deleted"] = true }
+        return .object(o)
     }
 }

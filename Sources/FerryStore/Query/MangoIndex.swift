@@ -32,6 +32,13 @@ public struct MangoIndex: Sendable, Equatable {
             && a.fields.map(\.direction) == b.fields.map(\.direction) && a.partialFilter == b.partialFilter
     }
 
+    /// What the store registers the index by: its columns and partial filter as canonical
+    /// JSON (directions left out: CouchDB ignores them, so they do not change the entries).
+    public var storedDefinition: String {
+        String(decoding: CanonicalJSON.encode(.object(["fields": .array(columns.map { .string($0) }),
+                                                       "partial_filter_selector": partialFilter ?? .object([:])])), as: UTF8.self)
+    }
+
     /// The definition as `GET /{db}/_index` shows it (`{"fields":[{"a":"asc"}], …}`).
     public var definition: JSONValue {
         var def: [String: JSONValue] = ["fields": .array(fields.map { .object([$0.name: .string($0.direction)]) })]

@@ -4,7 +4,7 @@ import Foundation
 /// older file up to date. Ferry files carry `PRAGMA application_id = 0x46455259` ("FERY").
 enum Schema {
     static let applicationID: Int64 = 0x4645_5259
-    static let currentVersion = 4
+    static let currentVersion = 5
 
     /// Migration `i` takes a file from version `i` to `i + 1`. Append, never edit.
     static let migrations: [String] = [
@@ -53,6 +53,30 @@ enum Schema {
         """
         CREATE TRIGGER docs_purged AFTER DELETE ON docs BEGIN
             INSERT INTO meta (key, value) VALUES ('purges', 1) ON CONFLICT (key) DO UPDATE SET value = value + 1;
+        END;
+        """,
+        // 4 → 5: Mango indexes (`MangoIndexStore`). An index is registered, and its entries
+        // built, the first time a query uses it; from then on every write of a document keeps
+        // its entries in the same transaction. `definition` is the index's canonical form, so
+        // a design document that redefines a name gets a new index. An entry's key is the
+        // document's columns as `CollationKey` bytes, then its ID: BLOB order is the view's.
+        """
+        CREATE TABLE mango_indexes (
+            index_key  INTEGER PRIMARY KEY,
+            ddoc       TEXT NOT NULL,
+            name       TEXT NOT NULL,
+            definition TEXT NOT NULL,
+            UNIQUE (ddoc, name, definition)
+        );
+        CREATE TABLE mango_entries (
+            index_key INTEGER NOT NULL,
+            key       BLOB NOT NULL,
+            doc_key   INTEGER NOT NULL,
+            PRIMARY KEY (index_key, key)
+        ) WITHOUT ROWID;
+        CREATE INDEX mango_entries_by_doc ON mango_entries(doc_key);
+        CREATE TRIGGER docs_purged_from_indexes AFTER DELETE ON docs BEGIN
+            DELETE FROM mango_entries WHERE doc_key = old.doc_key;
         END;
         """,
     ]

@@ -41,6 +41,11 @@ final class WriteTransaction {
     var assumeNewDocuments = true
     /// `remoteKey` answers given in this transaction.
     var remoteKeys: [String: Int] = [:]
+    /// The registered Mango indexes, read at the transaction's first document write (nil:
+    /// not yet, or changed since).
+    var mangoIndexes: [RegisteredMangoIndex]?
+    var deleteEntriesStatement: Statement?
+    var insertEntryStatement: Statement?
 
     func cached(_ slot: inout Statement?, _ sql: String) throws(StoreError) -> Statement {
         if let s = slot {
@@ -171,6 +176,7 @@ final class WriteTransaction {
             return nil
         }
         try dropFolded(id)
+        try updateMangoEntries(id, docKey: key ?? conn.lastInsertRowID, isNew: key == nil, current: cur)
         return lastSequence
     }
 

@@ -1,0 +1,152 @@
+/// A Mango index the store keeps entries for (a row of `mango_indexes`).
+struct RegisteredMangoIndex {
+    var key: Int64
+    var columns: [MangoFieldPath]
+    var partialFilter: MangoSelector?
+
+    /// The entry key of a document (its `mangoJSON`) in this index; nil when the index does
+    /// not hold it (a column missing, the partial filter unmatched).
+    func entryKey(_ json: JSONValue, id: String) -> [UInt8]? {
+        var key: [UInt8] = []
+        for c in columns {
+            guard case .found(let v) = c.lookup(in: json) else { return nil }
+            CollationKey.append(v, to: &key)
+        }
+        if let partialFilter, !partialFilter.matches(json) { return nil }
+        key += id.utf8
+        return key
+    }
+}
+
+/// Keeping Mango indexes (schema migration 4 → 5): each write of a document replaces its
+/// entries in every registered index, in the write's transaction; a write of a design
+/// document drops the indexes it no longer defines; `registerMangoIndex` builds one.
+extension WriteTransaction {
+    /// The registered indexes, read once per transaction.
+    func registeredMangoIndexes() throws(StoreError) -> [RegisteredMangoIndex] {
+        if let mangoIndexes { return mangoIndexes }
+        let s = try conn.prepare("SELECT index_key, definition FROM mango_indexes")
+        defer { s.reset() }
+        var out: [RegisteredMangoIndex] = []
+        while try s.step() {
+            out.append(try Self.registered(key: s.int64(0), definition: s.bytes(1)))
+        }
+        mangoIndexes = out
+        return out
+    }
+
+    /// An index from its stored definition (`MangoIndex.storedDefinition`).
+    static func registered(key: Int64, definition: [UInt8]) throws(StoreError) -> RegisteredMangoIndex {
+        do {
+            guard case .object(let def) = try JSONParser.parse(definition, maxDepth: 64),
+                  case .array(let fields)? = def["fields"] else { throw StoreError.corrupt(path: "", detail: "") }
+            let columns = try fields.map { (f) throws(MangoError) -> MangoFieldPath in try MangoFieldPath(f.stringValue ?? "") }
+            let partial = def["partial_filter_selector"].flatMap { $0 == .object([:]) ? Optional.none : $0 }
+            return RegisteredMangoIndex(key: key, columns: columns,
+                                        partialFilter: try partial.map { (p) throws(MangoError) in try MangoSelector(json: p) })
+        } catch {
+            throw .corrupt(path: "mango_indexes", detail: "index \(key) has an unreadable definition")
+        }
+    }
+
+    /// After `store` wrote document `id` (row `docKey`) with `current` as its winner.
+    func updateMangoEntries(_ id: String, docKey: Int64, isNew: Bool, current: RevisionTree.Node) throws(StoreError) {
+        if Document.isDesignID(id) {
+            try dropIndexesNoLongerDefined(by: id, current: current)
+            return
+        }
+        let indexes = try registeredMangoIndexes()
+        guard !indexes.isEmpty else { return }
+        if !isNew {
+            let d = try cached(&deleteEntriesStatement, "DELETE FROM mango_entries WHERE doc_key = ?")
+            d.bind(1, docKey)
+            try d.run()
+        }
+        guard !current.isDeleted else { return }
+        let props = try Self.properties(of: current.body ?? Self.emptyObject, documentID: id)
+        let json = Database.mangoJSON(id: id, revision: current.revisionID, properties: props, deleted: false)
+        for index in indexes {
+            guard let entry = index.entryKey(json, id: id) else { continue }
+            try insertEntry(index.key, entry, docKey)
+        }
+    }
+
+    private func insertEntry(_ index: Int64, _ entry: [UInt8], _ docKey: Int64) throws(StoreError) {
+        let s = try cached(&insertEntryStatement, "INSERT INTO mango_entries (index_key, key, doc_key) VALUES (?, ?, ?)")
+        s.bind(1, index)
+        s.bindBlob(2, entry)
+        s.bind(3, docKey)
+        try s.run()
+    }
+
+    /// Drops (with their entries) the registered indexes of design document `ddoc` that its
+    /// winning revision `current` no longer defines.
+    private func dropIndexesNoLongerDefined(by ddoc: String, current: RevisionTree.Node) throws(StoreError) {
+        var kept: Set<String> = []
+        if !current.isDeleted {
+            let props = try Self.properties(of: current.body ?? Self.emptyObject, documentID: ddoc)
+            for index in MangoIndex.indexes(inDesignDocument: ddoc, props) {
+                kept.insert(index.name + "\u{0}" + index.storedDefinition)
+            }
+        }
+        let s = try conn.prepare("SELECT index_key, name, definition FROM mango_indexes WHERE ddoc = ?")
+        s.bind(1, ddoc)
+        var dropped: [Int64] = []
+        while try s.step() {
+            if !kept.contains(s.string(1) + "\u{0}" + s.string(2)) { dropped.append(s.int64(0)) }
+        }
+        s.reset()
+        for key in dropped {
+            for sql in ["DELETE FROM mango_entries WHERE index_key = ?", "DELETE FROM mango_indexes WHERE index_key = ?"] {
+                let d = try conn.prepare(sql)
+                d.bind(1, key)
+                try d.run()
+            }
+        }
+        if !dropped.isEmpty { mangoIndexes = nil }
+    }
+
+    /// Registers `index` and builds its entries from every live document, unless design
+    /// document `index.designDocument`'s winner no longer defines it (a write raced the
+    /// query): nil then. Returns the index's key (an already registered one's too).
+    func registerMangoIndex(_ index: MangoIndex) throws(StoreError) -> Int64? {
+        guard let ddoc = index.designDocument else { return nil }
+        let definition = index.storedDefinition
+        let find = try conn.prepare("SELECT index_key FROM mango_indexes WHERE ddoc = ? AND name = ? AND definition = ?")
+        find.bind(1, ddoc)
+        find.bind(2, index.name)
+        find.bind(3, definition)
+        let existing = try find.step() ? find.int64(0) : nil
+        find.reset()
+        if let existing { return existing }
+
+        let body = try conn.prepare("SELECT body FROM docs WHERE doc_id = ? AND deleted = 0")
+        body.bind(1, ddoc)
+        guard try body.step() else { body.reset(); return nil }
+        let props = try Self.properties(of: body.bytes(0), documentID: ddoc)
+        body.reset()
+        guard MangoIndex.indexes(inDesignDocument: ddoc, props).contains(where: {
+            $0.name == index.name && $0.storedDefinition == definition
+        }) else { return nil }
+
+        let add = try conn.prepare("INSERT INTO mango_indexes (ddoc, name, definition) VALUES (?, ?, ?)")
+        add.bind(1, ddoc)
+        add.bind(2, index.name)
+        add.bind(3, definition)
+        try add.run()
+        let key = conn.lastInsertRowID
+        let registered = try Self.registered(key: key, definition: Array(definition.utf8))
+        let docs = try conn.prepare("SELECT doc_key, doc_id, rev_id, body FROM docs WHERE deleted = 0")
+        defer { docs.reset() }
+        while try docs.step() {
+            let id = docs.string(1)
+            if Document.isDesignID(id) { continue }
+            guard let rev = try? RevisionID(docs.string(2)) else { throw .corruptRevisionTree(documentID: id) }
+            let props = try Self.properties(of: docs.bytes(3), documentID: id)
+            let json = Database.mangoJSON(id: id, revision: rev, properties: props, deleted: false)
+            if let entry = registered.entryKey(json, id: id) { try insertEntry(key, entry, docs.int64(0)) }
+        }
+        mangoIndexes = nil
+        return key
+    }
+}

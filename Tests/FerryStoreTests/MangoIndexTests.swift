@@ -1,0 +1,155 @@
+@testable import FerryStore
+import Testing
+
+/// Mango indexes on SQLite (`mango_entries`): keys whose bytes sort as CouchDB's collation,
+/// entries kept by every write, and `find` over them answering what a full scan answers.
+@Suite struct MangoIndexTests {
+    /// A value generator over every JSON type, with the collation's tricky spots (case,
+    /// accents, prefixes, `-0.0`, integers equal to floats, empty names and containers).
+    struct Values {
+        var state: UInt64
+        mutating func next(_ n: Int) -> Int {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((state >> 33) % UInt64(n))
+        }
+        mutating func value(depth: Int = 0) -> JSONValue {
+            let scalars: [JSONValue] = [.null, false, true, .int(0), .double(-0.0), .int(-3), .double(2.5), .int(2), .double(2.0),
+                                        .int(1 << 60), "", "a", "A", "ab", "b", "é", "e", "Z", "a b", "-", "日本", "\u{0}x"]
+            if depth < 2 && next(5) == 0 {
+                return next(2) == 0
+                    ? .array((0..<next(3)).map { _ in value(depth: depth + 1) })
+                    : .object(Dictionary((0..<next(3)).map { _ in (["", "a", "B", "b"][next(4)], value(depth: depth + 1)) },
+                                         uniquingKeysWith: { a, _ in a }))
+            }
+            return scalars[next(scalars.count)]
+        }
+    }
+
+    @Test func collationKeysSortAsTheCollation() {
+        var g = Values(state: 7)
+        let values = (0..<400).map { _ in g.value() }
+        for a in values {
+            for b in values.prefix(60) {
+                let c = CouchCollation.compare(a, b)
+                let ka = CollationKey.encode([a]), kb = CollationKey.encode([b])
+                let k = ka == kb ? 0 : (ka.lexicographicallyPrecedes(kb) ? -1 : 1)
+                #expect(k == c.signum(), "\(a) vs \(b): collation \(c), keys \(k)")
+            }
+        }
+    }
+
+    func indexDocument(_ name: String, _ fields: [String], partial: JSONValue? = nil) -> Document {
+        Document(id: "_design/\(name)", properties: [
+            "language": "query",
+            "views": .object([name: MangoIndex(designDocument: "_design/\(name)", name: name, fields: fields.map { ($0, "asc") },
+                                               partialFilter: partial).view]),
+        ])
+    }
+
+    /// What `find` must answer, by brute force: the index's documents matching, in its order.
+    func expected(_ db: Database, _ selector: MangoSelector, columns: [String], descending: Bool) throws -> [String] {
+        let paths = try columns.map { try MangoFieldPath($0) }
+        var rows: [(key: [JSONValue], id: String)] = []
+        for doc in try db.allDocuments(limit: 100_000) where !Document.isDesignID(doc.id) {
+            let json = Database.mangoJSON(doc)
+            let key = paths.compactMap { p -> JSONValue? in
+                if case .found(let v) = p.lookup(in: json) { return v }
+                return nil
+            }
+            guard key.count == paths.count, selector.matches(json) else { continue }
+            rows.append((key, doc.id))
+        }
+        rows.sort { a, b in
+            let c = CouchCollation.compare(.array(a.key), .array(b.key))
+            return c != 0 ? c < 0 : a.id.utf8.lexicographicallyPrecedes(b.id.utf8)
+        }
+        return descending ? rows.reversed().map(\.id) : rows.map(\.id)
+    }
+
+    func sel(_ json: String) throws -> MangoSelector { try MangoSelector(json: try JSONParser.parse(Array(json.utf8))) }
+
+    @Test func findOnAnIndexAnswersWhatAFullScanDoesThroughWritesAndPaging() throws {
+        let (db, dir) = try freshDatabase()
+        _ = dir
+        var g = Values(state: 11)
+        for i in 0..<300 {
+            var props: [String: JSONValue] = ["n": .int(Int64(i % 17))]
+            if g.next(6) != 0 { props["v"] = g.value() }
+            _ = try db.save(Document(id: "d\(g.next(1000))-\(i)", properties: props))
+        }
+        _ = try db.save(indexDocument("vn", ["v", "n"]))
+        let selectors = [#"{"v":{"$gt":null}}"#, #"{"v":{"$gte":"a","$lt":"b"}}"#, #"{"v":{"$eq":2},"n":{"$gt":3}}"#,
+                         #"{"v":{"$lte":2.5},"n":{"$lt":9}}"#, #"{"v":"a","n":{"$gte":0}}"#, #"{"v":{"$gt":[]}}"#,
+                         #"{"v":{"$exists":true},"n":{"$in":[1,2,3]}}"#, #"{"v":{"$lt":{}}}"#]
+        func check(_ round: String) throws {
+            for text in selectors {
+                let selector = try sel(text)
+                for descending in [false, true] {
+                    let want = try expected(db, selector, columns: ["v", "n"], descending: descending)
+                    var q = MangoQuery(selector: selector)
+                    let direction = JSONValue.string(descending ? "desc" : "asc")
+                    q.sort = try MangoSort(json: [.object(["v": direction]), .object(["n": direction])])
+                    q.useIndex = ["vn"]
+                    q.limit = 1000
+                    let all = try db.find(q)
+                    #expect(all.index.name == "vn")
+                    #expect(all.documents.map(\.id) == want, "\(round) \(text) desc=\(descending)")
+                    // Pages of 7 with the bookmark, and a skip, give the same rows.
+                    q.limit = 7
+                    var paged: [String] = []
+                    while true {
+                        let page = try db.find(q)
+                        paged += page.documents.map(\.id)
+                        if page.documents.count < 7 { break }
+                        q.bookmark = page.bookmark
+                    }
+                    #expect(paged == want, "\(round) paged \(text) desc=\(descending)")
+                    q.bookmark = nil
+                    q.skip = 5
+                    #expect(try db.find(q).documents.map(\.id) == Array(want.dropFirst(5).prefix(7)), "\(round) skip \(text)")
+                }
+            }
+        }
+        try check("built")
+        // Every kind of write after the build: updates (some losing `v`), deletions, purges,
+        // new documents.
+        for doc in try db.allDocuments(limit: 1000) where !Document.isDesignID(doc.id) {
+            switch g.next(5) {
+            case 0: _ = try db.delete(doc)
+            case 1: try db.purge(doc.id)
+            case 2:
+                var d = doc
+                d.properties["v"] = g.next(3) == 0 ? nil : g.value()
+                _ = try db.save(d)
+            default: break
+            }
+        }
+        for i in 0..<50 { _ = try db.save(Document(id: "new-\(i)", properties: ["v": g.value(), "n": .int(Int64(i))])) }
+        try check("after writes")
+        // Redefining the index drops the old entries and builds anew.
+        var ddoc = try #require(try db.document("_design/vn"))
+        ddoc.properties = indexDocument("vn", ["v", "n"], partial: ["n": .object(["$gt": 8])]).properties
+        _ = try db.save(ddoc)
+        #expect(try rawScalar(dir.path("test.ferry"), "SELECT count(*) FROM mango_indexes") == "0")
+        var q = MangoQuery(selector: try sel(#"{"v":{"$gt":null}}"#))
+        q.sort = try MangoSort(json: ["v", "n"])
+        q.useIndex = ["vn"]
+        q.limit = 1000
+        #expect(try db.find(q).documents.map(\.id) == expected(db, try sel(#"{"v":{"$gt":null},"n":{"$gt":8}}"#), columns: ["v", "n"], descending: false))
+        #expect(try rawScalar(dir.path("test.ferry"), "SELECT count(*) FROM mango_indexes") == "1")
+        _ = try db.delete(try #require(try db.document("_design/vn")))
+        #expect(try rawScalar(dir.path("test.ferry"), "SELECT count(*) FROM mango_entries") == "0")
+    }
+
+    @Test func anIndexedEqualityReadsOnlyItsRows() throws {
+        let (db, dir) = try freshDatabase()
+        _ = dir
+        try db.inBatch { (b) throws(StoreError) in
+            for i in 0..<2000 { _ = try b.save(Document(id: "d\(i)", properties: ["k": .int(Int64(i % 100))])) }
+        }
+        _ = try db.save(indexDocument("k", ["k"]))
+        let r = try db.find(MangoQuery(selector: try sel(#"{"k":42}"#)))
+        #expect(r.documents.count == 20 && r.index.name == "k")
+        #expect(r.keysExamined == 20 && r.documentsExamined == 20)
+    }
+}
