@@ -38,55 +38,9 @@ struct RestBench: AsyncParsableCommand {
 
     func run() async throws {
         signal(SIGPIPE, SIG_IGN)
-        let data = (dir as NSString).appendingPathComponent("ferry-bench-rest-\(getpid())")
-        try? FileManager.default.removeItem(atPath: data)
-        defer { try? FileManager.default.removeItem(atPath: data) }
-        let ferry = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("ferry")
-        func runFerry(_ args: [String]) throws {
-            let p = Process()
-            p.executableURL = ferry
-            p.arguments = args
-            p.standardOutput = FileHandle.nullDevice
-            try p.run()
-            p.waitUntilExit()
-            guard p.terminationStatus == 0 else { throw ValidationError("ferry \(args.joined(separator: " ")) failed") }
-        }
-        let port: Int
-        let auth: String
-        var child: Process?
-        defer { child?.terminate(); child?.waitUntilExit() }
-        if let server {
-            guard let (endpoint, _, user, password) = HTTPEndpoint.split(server), !endpoint.secure, let user else {
-                throw ValidationError("--server takes http://user:password@host:port")
-            }
-            port = endpoint.port
-            auth = "Basic " + Data("\(user):\(password ?? "")".utf8).base64EncodedString()
-        } else {
-            try runFerry(["db", "create", "--data", data, "bench"])
-            try runFerry(["user", "add", "--data", data, "bench", "--password", "bench-secret", "--role", "*=admin"])
-            let p = Process()
-            p.executableURL = ferry
-            p.arguments = ["serve", "--data", data, "--port", "0"]
-            let out = Pipe()
-            p.standardOutput = out
-            // Its log, access-log lines included, is written where a service's goes (a pipe),
-            // and drained: /dev/null would hide what writing it costs.
-            let err = Pipe()
-            p.standardError = err
-            try p.run()
-            child = p
-            let drain = Thread { while !err.fileHandleForReading.availableData.isEmpty {} }
-            drain.start()
-            var line: [UInt8] = []
-            var c: UInt8 = 0
-            while read(out.fileHandleForReading.fileDescriptor, &c, 1) == 1, c != 10 { line.append(c) }
-            guard let url = String(decoding: line, as: UTF8.self).split(separator: " ").first(where: { $0.hasPrefix("http://") }),
-                  let n = Int(url.dropFirst("http://127.0.0.1:".count).prefix { $0.isNumber }) else {
-                throw ValidationError("ferry serve did not start: \(String(decoding: line, as: UTF8.self))")
-            }
-            port = n
-            auth = "Basic " + Data("bench:bench-secret".utf8).base64EncodedString()
-        }
+        let target = try server.map { try BenchServer(url: $0) } ?? BenchServer(ferryIn: dir)
+        defer { target.stop() }
+        let port = target.port, auth = target.authorization
         // Ferry's one HTTP client, one kept-alive connection, as the benchmark always measured.
         var settings = HTTPClient.Configuration()
         settings.maxConnectionsPerEndpoint = 1
@@ -103,10 +57,8 @@ struct RestBench: AsyncParsableCommand {
             _ = try await request("DELETE", "/bench")
             let made = try await request("PUT", "/bench")
             guard made.status == 201 else { throw ValidationError("PUT /bench: \(made.status)") }
-            print("server: \(server.map { HTTPEndpoint.split($0).map { "\($0.0)" } ?? $0 } ?? "?"); machine: \(ProcessInfo.processInfo.activeProcessorCount) CPUs")
-        } else {
-            print("server: ferry serve --data (pid \(child?.processIdentifier ?? 0)), port \(port); machine: \(ProcessInfo.processInfo.activeProcessorCount) CPUs")
         }
+        print("server: \(target.label); machine: \(ProcessInfo.processInfo.activeProcessorCount) CPUs")
 
         // 1. Keep-alive GET of a 1 KiB document.
         let body = CanonicalJSON.encode(.object(Self.props(0)))
@@ -114,19 +66,9 @@ struct RestBench: AsyncParsableCommand {
         guard put.status == 201 else { throw ValidationError("PUT /bench/doc: \(put.status)") }
         let got = try await request("GET", "/bench/doc")
         print("GET /bench/doc answers \(got.body.count) bytes of JSON")
-        if let wrk = ["/usr/bin/wrk", "/usr/local/bin/wrk"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: wrk)
-            p.arguments = ["-t\(threads)", "-c\(connections)", "-d\(seconds)s", "-H", "Authorization: \(auth)", "http://127.0.0.1:\(port)/bench/doc"]
-            let o = Pipe()
-            p.standardOutput = o
-            try p.run()
-            let text = String(decoding: o.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            p.waitUntilExit()
-            let rate = text.split(separator: "\n").first { $0.hasPrefix("Requests/sec:") } ?? "Requests/sec: ?"
-            let latency = text.split(separator: "\n").first { $0.contains("Latency") } ?? ""
-            let errors = text.split(separator: "\n").first { $0.contains("Non-2xx") || $0.contains("Socket errors") }
-            print("get      \(connections) keep-alive connections, \(seconds) s (wrk -t\(threads)): \(rate.dropFirst("Requests/sec:".count).trimmingCharacters(in: .whitespaces)) requests/s; \(latency.trimmingCharacters(in: .whitespaces))\(errors.map { "; " + $0 } ?? "")")
+        if let outcome = try Wrk.run(url: "http://127.0.0.1:\(port)/bench/doc", authorization: auth, threads: threads,
+                                     connections: connections, seconds: seconds) {
+            print("get      \(connections) keep-alive connections, \(seconds) s (wrk -t\(threads)): \(String(format: "%.2f", outcome.requestsPerSecond)) requests/s; \(outcome.latency)\(outcome.errors.map { "; " + $0 } ?? "")")
         } else {
             print("get      SKIPPED: wrk is not installed (apt-get install wrk)")
         }

@@ -1,5 +1,5 @@
 // ferry-bench sync [--count N] [--latency-samples N] [--dir DIR] [--batch-size N]
-//                  [--max-concurrent-revisions N] [--replication-only]
+//                  [--max-concurrent-revisions N] [--replication-only] [--index FIELD]
 //
 // Replication between two peers on loopback, in one run:
 //   ceiling  — the store's own batched replicated insert of the same documents (200 per
@@ -28,6 +28,8 @@ struct SyncBench: AsyncParsableCommand {
     @Option(help: "Revisions a pull asked for and has not stored before it takes no more `changes`.")
     var maxConcurrentRevisions: Int?
     @Flag(help: "Skip the store ceiling and the latency samples (for profiling push and pull).") var replicationOnly = false
+    @Option(help: "A field the pulling database keeps a Mango json index on, registered before the pull (to measure index maintenance).")
+    var index: String?
     @Option(help: "Documents the simple client keeps in flight (its push is measured beside Ferry's; 0 = skip it).")
     var simpleWindow = 100
 
@@ -133,6 +135,14 @@ struct SyncBench: AsyncParsableCommand {
 
         let pulledPath = path("pulled")
         let pulled = try Database.open(at: pulledPath)
+        if let index {
+            let definition = MangoIndex(designDocument: "_design/bench", name: index, fields: [(index, "asc")], partialFilter: nil)
+            _ = try pulled.save(Document(id: "_design/bench", properties: ["language": "query", "views": .object([index: definition.view])]))
+            var q = MangoQuery(selector: .field(try MangoFieldPath(index), .condition("$exists", true)))
+            q.useIndex = ["bench", index]
+            _ = try pulled.find(q)
+            print("pull keeps a Mango index on \(index)")
+        }
         var pull = ReplicatorConfiguration(database: pulled, target: url)
         pull.type = .pull
         pull.batchSize = batchSize

@@ -11,7 +11,7 @@ struct Ferry: AsyncParsableCommand {
         abstract: "A peer-to-peer JSON document replicator: serve a database, sync with peers, edit documents.",
         version: "ferry \(Ferry.version) (allocator: jemalloc \(String(cString: ferry_jemalloc_version())))",
         subcommands: [Serve.self, Sync.self, Put.self, Get.self, Delete.self, List.self, Revs.self, ConflictsCommand.self, Resolve.self,
-                      QueryCommand.self, Purge.self, Compact.self, Info.self, Export.self, Import.self, UserCommand.self,
+                      QueryCommand.self, FindCommand.self, IndexCommand.self, Purge.self, Compact.self, Info.self, Export.self, Import.self, UserCommand.self,
                       DatabaseCommand.self, ReplicationCommand.self, PolicyCommand.self, AttachmentCommand.self, StatusCommand.self,
                       PeersCommand.self],
         defaultSubcommand: Serve.self)

@@ -62,6 +62,7 @@ import os
 import random
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -1289,6 +1290,54 @@ def settle(t, deadline=15.0):
             time.sleep(0.2)
 
 
+def replication_phase(A, B, ferry_bin, tmp, queries, count):
+    """Selector replication (issue 33): for `count` generated selectors CouchDB's `_find`
+    answers, CouchDB's replicator pulls from Ferry with the selector, and a Ferry BLIP pull
+    (`ferry sync --selector`) pulls from the same Ferry database into a fresh file; each
+    must deliver exactly the live documents `_find` returns on CouchDB's copy. Returns the
+    (case, differences) found."""
+    out = []
+    picked = [q for q in queries if q.raw is None and isinstance(q.body, dict) and "selector" in q.body
+              and not q.body.get("sort") and q.phase == 1][:count]
+    couch_base = f"http://{dx.ADMIN}:{dx.PASSWORD}@{A.host}:{A.port}"
+    ferry_base = f"http://{dx.ADMIN}:{dx.PASSWORD}@{B.host}:{B.port}"
+    for i, q in enumerate(picked):
+        sel = q.body["selector"]
+        st, js, text = A.request("POST", "/_find", {"selector": sel, "limit": 1000000})
+        if st != 200:
+            continue
+        want = sorted(d["_id"] for d in js["docs"] if not d["_id"].startswith("_design/"))
+        target = f"rep-{i}"
+        st, js, text = Target("couchdb", f"http://{A.host}:{A.port}", "_replicate").request("POST", "", {"source": f"{ferry_base}/{B.db}", "target": f"{couch_base}/{target}",
+                                                           "create_target": True, "selector": sel})
+        if st not in (200, 201):
+            out.append((f"mango.replicate.couchdb#{q.qid}", [("replication", f"_replicate answered {st}: {text[:200]}")]))
+        else:
+            st, js, _ = Target("couchdb", f"http://{A.host}:{A.port}", target).request("GET", "/_all_docs")
+            got = sorted(r["id"] for r in js["rows"] if not r["id"].startswith("_design/"))
+            if got != want:
+                out.append((f"mango.replicate.couchdb#{q.qid}",
+                            [("replication", f"CouchDB's replicator pulled {len(got)} documents, _find answers {len(want)}: "
+                             f"extra {sorted(set(got) - set(want))[:5]}, missing {sorted(set(want) - set(got))[:5]}")]))
+        db = os.path.join(tmp, f"pull-{i}.db")
+        r = subprocess.run([ferry_bin, "sync", "--db", db, "--pull", "--user", dx.ADMIN, "--password", dx.PASSWORD,
+                            "--selector", json.dumps(sel), f"ws://{B.host}:{B.port}/{B.db}"],
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            out.append((f"mango.replicate.blip#{q.qid}", [("replication", f"ferry sync failed: {r.stderr[-300:]}")]))
+            continue
+        ls = subprocess.run([ferry_bin, "ls", "--db", db], capture_output=True, text=True, timeout=60)
+        got = sorted(line.split("\t")[0] for line in ls.stdout.splitlines()
+                     if line.strip() and not line.startswith("_design/"))
+        if got != want:
+            out.append((f"mango.replicate.blip#{q.qid}",
+                        [("replication", f"the BLIP pull delivered {len(got)} documents, _find answers {len(want)}: "
+                         f"extra {sorted(set(got) - set(want))[:5]}, missing {sorted(set(want) - set(got))[:5]}")]))
+    print(f"selector replication: {len(picked)} selectors, each pulled by CouchDB's replicator and by a Ferry BLIP pull; "
+          f"{len(out)} differ from CouchDB's _find", flush=True)
+    return out
+
+
 def print_summary(rep, label_b, elapsed):
     print(f"\n{'tag':<18}{'queries':>8}{'agree':>7}{'differ':>8}{'allowed':>9}")
     order = ["(all)"] + FOCUS + ["invalid"]
@@ -1434,6 +1483,9 @@ def main():
             run_couch_only(args, A, data, queries)
             return 0
         rep, elapsed = run_compare(args, A, B, data, queries, rows, label_b)
+        if ferry is not None and not args.only:
+            for case, diffs in replication_phase(A, B, ferry_bin, tmp, queries, 6 if args.quick else 20):
+                rep.record(case, None, diffs, 200, 200, request="selector replication")
         if sum(rep.printed_by.values()) < rep.unlisted:
             print(f"… (the first {args.max_diffs} of each kind of case shown, {max(5, args.max_diffs // 4)} of "
                   f"_explain; --max-diffs N for more, --json FILE for all)")

@@ -21,7 +21,7 @@ extension RESTRouter {
             let tree = query.conflicts ? try? c.db.revisionTree(of: doc.id) : nil
             let json = DocumentJSON.object(doc, tree: tree, DocumentJSON.Extras(conflicts: query.conflicts))
             guard let fields = query.fields, case .object(let o) = json else { rows.append(json); continue }
-            rows.append(.object(Self.project(o, fields)))
+            rows.append(.object(MangoFieldPath.project(o, fields)))
         }
         var out: [String: JSONValue] = ["docs": .array(rows), "bookmark": .string(result.bookmark)]
         if !result.warnings.isEmpty { out["warning"] = .string(result.warnings.joined(separator: "\n")) }
@@ -139,55 +139,24 @@ extension RESTRouter {
         if let bad = d.keys.sorted().first(where: { !["fields", "partial_filter_selector"].contains($0) }) {
             throw fail(MangoError("invalid_key", "Invalid key \(bad) for this request."))
         }
-        // CouchDB's automatic names are digests of the definition: the same index, the same name.
-        let digest = MangoIndex.automaticName(fields: sort.fields, partialFilter: partial)
-        let name = body["name"]?.stringValue ?? digest
-        let ddocID = body["ddoc"]?.stringValue.map { $0.hasPrefix("_design/") ? $0 : "_design/" + $0 } ?? "_design/" + digest
-        let index = MangoIndex(designDocument: ddocID, name: name, fields: sort.fields.map { ($0.path.text, $0.direction) },
-                               partialFilter: partial)
+        let index = MangoIndex(fields: sort.fields, partialFilter: partial, name: body["name"]?.stringValue,
+                               designDocument: body["ddoc"]?.stringValue)
+        let ddocID = index.designDocument ?? "", name = index.name
         do {
-            let existing = try c.db.document(ddocID)
-            var props = existing?.properties ?? [:]
-            if let existing, props["language"]?.stringValue != "query" {
-                throw fail(MangoError("invalid_ddoc_lang", "Existing design doc has an invalid language: \(MangoSort.show(existing.properties["language"] ?? .null))"))
-            }
-            if MangoIndex.indexes(inDesignDocument: ddocID, props).contains(index) {
+            if try !c.db.createMangoIndex(index) {
                 return .json(200, .object(["result": "exists", "id": .string(ddocID), "name": .string(name)]))
             }
-            var views = props["views"]?.objectValue ?? [:]
-            views[name] = index.view
-            props["views"] = .object(views)
-            props["language"] = "query"
-            var doc = existing ?? Document(id: ddocID)
-            doc.properties = props
-            _ = try c.db.save(doc, concurrencyControl: .failOnConflict)
-        } catch let e as RESTError {
-            throw e
         } catch {
-            throw RESTError.from(error)
+            throw Self.mangoFailure(error)
         }
         return .json(200, .object(["result": "created", "id": .string(ddocID), "name": .string(name)]))
     }
 
     private func deleteFindIndex(_ c: Context, ddoc: String, name: String) throws(RESTError) -> RESTResponse {
         try require(.admin, c)
-        do {
-            guard var doc = try c.db.document(ddoc), doc.properties["language"]?.stringValue == "query",
-                  var views = doc.properties["views"]?.objectValue, views[name] != nil else {
-                throw RESTError(404, "not_found", "Index not found")
-            }
-            views[name] = nil
-            if views.isEmpty {
-                _ = try c.db.delete(doc, concurrencyControl: .failOnConflict)
-            } else {
-                doc.properties["views"] = .object(views)
-                _ = try c.db.save(doc, concurrencyControl: .failOnConflict)
-            }
-        } catch let e as RESTError {
-            throw e
-        } catch {
-            throw RESTError.from(error)
-        }
+        let removed: Bool
+        do { removed = try c.db.deleteMangoIndex(designDocument: ddoc, name: name) } catch { throw RESTError.from(error) }
+        guard removed else { throw RESTError(404, "not_found", "Index not found") }
         return .ok()
     }
 
@@ -201,24 +170,5 @@ extension RESTRouter {
     static func mangoFailure(_ error: any Error) -> RESTError {
         if let m = error as? MangoError { return RESTError(m.status, m.error, m.reason) }
         return RESTError.from(error)
-    }
-
-    /// CouchDB's `fields` projection (`mango_fields:extract`): each path found is copied
-    /// into a new document, through objects made on the way.
-    static func project(_ doc: [String: JSONValue], _ fields: [MangoFieldPath]) -> [String: JSONValue] {
-        var out: [String: JSONValue] = [:]
-        for f in fields {
-            guard case .found(let v) = f.lookup(in: .object(doc)) else { continue }
-            set(&out, f.segments[...], v)
-        }
-        return out
-    }
-
-    private static func set(_ o: inout [String: JSONValue], _ path: ArraySlice<String>, _ value: JSONValue) {
-        guard let first = path.first else { return }
-        if path.count == 1 { o[first] = value; return }
-        var inner = o[first]?.objectValue ?? [:]
-        set(&inner, path.dropFirst(), value)
-        o[first] = .object(inner)
     }
 }

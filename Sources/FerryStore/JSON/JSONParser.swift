@@ -20,6 +20,55 @@ public enum JSONParser {
         return o
     }
 
+    /// The members named `names` (UTF-8, unescaped, no two alike) of a stored document body,
+    /// the others skipped, not built; the scan stops once every name was found, so what an
+    /// index needs of a body costs the bytes up to its last column. For bodies the store
+    /// validated already (the rest is not looked at); throws as `parseObject` does.
+    static func parseMembers(_ bytes: [UInt8], named names: [[UInt8]]) throws(StoreError) -> [String: JSONValue] {
+        if names.isEmpty { return [:] }
+        return try bytes.withUnsafeBufferPointer { (buf) throws(StoreError) -> [String: JSONValue] in
+            var s = JSONScanner(buf, maxDepth: 128)
+            s.skipSpace()
+            guard !s.atEnd, s.peek == UInt8(ascii: "{") else { throw .notAnObject }
+            s.pos += 1
+            var out: [String: JSONValue] = [:]
+            s.skipSpace()
+            if !s.atEnd && s.peek == UInt8(ascii: "}") { return out }
+            while true {
+                s.skipSpace()
+                guard !s.atEnd, s.peek == UInt8(ascii: "\"") else { throw s.fail("expected a string key") }
+                let keyAt = s.pos
+                let raw = try s.scanString()
+                var wanted: String?
+                if raw.escaped {
+                    s.pos = keyAt
+                    let key = try string(&s)
+                    if names.contains(Array(key.utf8)) { wanted = key }
+                } else {
+                    let n = raw.end - raw.start
+                    let bytes = UnsafeBufferPointer(rebasing: buf[raw.start..<raw.end])
+                    if names.contains(where: { $0.count == n && $0.elementsEqual(bytes) }) {
+                        wanted = String(decoding: bytes, as: UTF8.self)
+                    }
+                }
+                s.skipSpace()
+                try s.expect(UInt8(ascii: ":"))
+                s.skipSpace()
+                if let wanted {
+                    out[wanted] = try value(&s, depth: 1)
+                    if out.count == names.count { return out }
+                } else {
+                    _ = try s.scanValue(depth: 1)
+                }
+                s.skipSpace()
+                guard !s.atEnd else { throw s.fail("unexpected end") }
+                if s.peek == UInt8(ascii: ",") { s.pos += 1; continue }
+                if s.peek == UInt8(ascii: "}") { return out }
+                throw s.fail("expected ',' or '}'")
+            }
+        }
+    }
+
     static func value(_ s: inout JSONScanner, depth: Int) throws(StoreError) -> JSONValue {
         guard !s.atEnd else { throw s.fail("unexpected end") }
         switch s.peek {

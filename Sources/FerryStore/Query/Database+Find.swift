@@ -18,16 +18,6 @@ public struct MangoResult: Sendable {
 }
 
 extension Database {
-    /// The Mango indexes: `_all_docs`, then those the design documents define
-    /// (`language: "query"`), by design document and name.
-    public func mangoIndexes() throws(StoreError) -> [MangoIndex] {
-        var out: [MangoIndex] = [.allDocs]
-        for ddoc in try allDocuments(from: "_design/", to: "_design0", limit: 10_000) {
-            out += MangoIndex.indexes(inDesignDocument: ddoc.id, ddoc.properties)
-        }
-        return out
-    }
-
     /// Which index would serve `query`, and the warnings that come with it (`_explain`).
     public func plan(_ query: MangoQuery) throws -> (index: MangoIndex, warnings: [String]) {
         let p = try MangoPlanner.plan(query, indexes: try mangoIndexes())

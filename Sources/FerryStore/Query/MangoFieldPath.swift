@@ -81,3 +81,24 @@ public struct MangoFieldPath: Sendable, Hashable, CustomStringConvertible {
 extension String {
     fileprivate func replacingBackslashes() -> String { String(filter { $0 != "\\" }) }
 }
+
+extension MangoFieldPath {
+    /// CouchDB's `fields` projection (`mango_fields:extract`): each path found is copied
+    /// into a new document, through objects made on the way.
+    public static func project(_ doc: [String: JSONValue], _ fields: [MangoFieldPath]) -> [String: JSONValue] {
+        var out: [String: JSONValue] = [:]
+        for f in fields {
+            guard case .found(let v) = f.lookup(in: .object(doc)) else { continue }
+            set(&out, f.segments[...], v)
+        }
+        return out
+    }
+
+    private static func set(_ o: inout [String: JSONValue], _ path: ArraySlice<String>, _ value: JSONValue) {
+        guard let first = path.first else { return }
+        if path.count == 1 { o[first] = value; return }
+        var inner = o[first]?.objectValue ?? [:]
+        set(&inner, path.dropFirst(), value)
+        o[first] = .object(inner)
+    }
+}

@@ -46,6 +46,16 @@ public struct MangoIndex: Sendable, Equatable {
         return .object(def)
     }
 
+    /// A `json` index of `fields` as `POST /_index` makes one: named `name` in design
+    /// document `designDocument` (`_design/` added if missing), each defaulting to CouchDB's
+    /// automatic name, a digest of the definition (the same index, the same name).
+    public init(fields: [MangoSort.Field], partialFilter: JSONValue?, name: String? = nil, designDocument: String? = nil) {
+        let digest = Self.automaticName(fields: fields, partialFilter: partialFilter)
+        let ddoc = designDocument.map { $0.hasPrefix("_design/") ? $0 : "_design/" + $0 } ?? "_design/" + digest
+        self.init(designDocument: ddoc, name: name ?? digest, fields: fields.map { ($0.path.text, $0.direction) },
+                  partialFilter: partialFilter)
+    }
+
     /// The indexes a design document defines (none unless its `language` is `"query"`).
     public static func indexes(inDesignDocument id: String, _ body: [String: JSONValue]) -> [MangoIndex] {
         guard body["language"]?.stringValue == "query", case .object(let views)? = body["views"] else { return [] }

@@ -18,12 +18,49 @@ struct RegisteredMangoIndex {
     }
 }
 
+/// The registered indexes, with what of a body they read.
+struct RegisteredMangoIndexes {
+    var indexes: [RegisteredMangoIndex]
+    /// The top-level members their columns start with (UTF-8); nil when a partial filter
+    /// needs the whole body.
+    var members: [[UInt8]]?
+    var readsID = false
+    var readsRevision = false
+
+    init(_ indexes: [RegisteredMangoIndex]) {
+        self.indexes = indexes
+        let first = Set(indexes.flatMap { $0.columns.compactMap(\.segments.first) })
+        readsID = first.contains("_id")
+        readsRevision = first.contains("_rev")
+        if indexes.contains(where: { $0.partialFilter != nil }) {
+            members = nil
+        } else {
+            members = first.subtracting(["_id", "_rev"]).map { Array($0.utf8) }
+        }
+    }
+
+    /// A stored body as the indexes see it (`Database.mangoJSON`), built from the members
+    /// they read only.
+    func json(id: String, revision: RevisionID, body: [UInt8]) throws(StoreError) -> JSONValue {
+        guard let members else {
+            return Database.mangoJSON(id: id, revision: revision, properties: try WriteTransaction.properties(of: body, documentID: id),
+                                      deleted: false)
+        }
+        var props: [String: JSONValue]
+        do { props = try JSONParser.parseMembers(body, named: members) } catch { throw .corruptRevisionTree(documentID: id) }
+        // `_id` and `_rev` are not in the body: added only when a column reads them.
+        if readsID { props["_id"] = .string(id) }
+        if readsRevision { props["_rev"] = .string(revision.description) }
+        return .object(props)
+    }
+}
+
 /// Keeping Mango indexes (schema migration 4 → 5): each write of a document replaces its
 /// entries in every registered index, in the write's transaction; a write of a design
 /// document drops the indexes it no longer defines; `registerMangoIndex` builds one.
 extension WriteTransaction {
     /// The registered indexes, read once per transaction.
-    func registeredMangoIndexes() throws(StoreError) -> [RegisteredMangoIndex] {
+    func registeredMangoIndexes() throws(StoreError) -> RegisteredMangoIndexes {
         if let mangoIndexes { return mangoIndexes }
         let s = try conn.prepare("SELECT index_key, definition FROM mango_indexes")
         defer { s.reset() }
@@ -31,8 +68,9 @@ extension WriteTransaction {
         while try s.step() {
             out.append(try Self.registered(key: s.int64(0), definition: s.bytes(1)))
         }
-        mangoIndexes = out
-        return out
+        let registered = RegisteredMangoIndexes(out)
+        mangoIndexes = registered
+        return registered
     }
 
     /// An index from its stored definition (`MangoIndex.storedDefinition`).
@@ -55,17 +93,16 @@ extension WriteTransaction {
             try dropIndexesNoLongerDefined(by: id, current: current)
             return
         }
-        let indexes = try registeredMangoIndexes()
-        guard !indexes.isEmpty else { return }
+        let registered = try registeredMangoIndexes()
+        guard !registered.indexes.isEmpty else { return }
         if !isNew {
             let d = try cached(&deleteEntriesStatement, "DELETE FROM mango_entries WHERE doc_key = ?")
             d.bind(1, docKey)
             try d.run()
         }
         guard !current.isDeleted else { return }
-        let props = try Self.properties(of: current.body ?? Self.emptyObject, documentID: id)
-        let json = Database.mangoJSON(id: id, revision: current.revisionID, properties: props, deleted: false)
-        for index in indexes {
+        let json = try registered.json(id: id, revision: current.revisionID, body: current.body ?? Self.emptyObject)
+        for index in registered.indexes {
             guard let entry = index.entryKey(json, id: id) else { continue }
             try insertEntry(index.key, entry, docKey)
         }
@@ -103,7 +140,10 @@ extension WriteTransaction {
                 try d.run()
             }
         }
-        if !dropped.isEmpty { mangoIndexes = nil }
+        if !dropped.isEmpty {
+            mangoIndexes = nil
+            changedMangoIndexes = true
+        }
     }
 
     /// Registers `index` and builds its entries from every live document, unless design
@@ -136,17 +176,18 @@ extension WriteTransaction {
         try add.run()
         let key = conn.lastInsertRowID
         let registered = try Self.registered(key: key, definition: Array(definition.utf8))
+        let reader = RegisteredMangoIndexes([registered])
         let docs = try conn.prepare("SELECT doc_key, doc_id, rev_id, body FROM docs WHERE deleted = 0")
         defer { docs.reset() }
         while try docs.step() {
             let id = docs.string(1)
             if Document.isDesignID(id) { continue }
             guard let rev = try? RevisionID(docs.string(2)) else { throw .corruptRevisionTree(documentID: id) }
-            let props = try Self.properties(of: docs.bytes(3), documentID: id)
-            let json = Database.mangoJSON(id: id, revision: rev, properties: props, deleted: false)
+            let json = try reader.json(id: id, revision: rev, body: docs.bytes(3))
             if let entry = registered.entryKey(json, id: id) { try insertEntry(key, entry, docs.int64(0)) }
         }
         mangoIndexes = nil
+        changedMangoIndexes = true
         return key
     }
 }

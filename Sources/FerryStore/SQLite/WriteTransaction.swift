@@ -43,7 +43,9 @@ final class WriteTransaction {
     var remoteKeys: [String: Int] = [:]
     /// The registered Mango indexes, read at the transaction's first document write (nil:
     /// not yet, or changed since).
-    var mangoIndexes: [RegisteredMangoIndex]?
+    var mangoIndexes: RegisteredMangoIndexes?
+    /// Whether this transaction registered or dropped an index.
+    var changedMangoIndexes = false
     var deleteEntriesStatement: Statement?
     var insertEntryStatement: Statement?
 

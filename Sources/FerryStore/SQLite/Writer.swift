@@ -14,6 +14,9 @@ final class Writer: Sendable {
         /// `PRAGMA data_version` when last seen: it moves only when another connection (another
         /// process) commits, and then the sequence counter must be re-read.
         var dataVersion: Int64 = -1
+        /// The registered Mango indexes as the last transaction saw them; nil after any
+        /// transaction that changed them, and after another process's commit (which may have).
+        var mangoIndexes: RegisteredMangoIndexes?
     }
 
     private let state: Mutex<State>
@@ -42,6 +45,7 @@ final class Writer: Sendable {
                 throw error
             }
             let txn = WriteTransaction(connection: conn, lastSequence: s.lastSequence, context: context)
+            txn.mangoIndexes = s.mangoIndexes
             do throws(StoreError) {
                 let r = try body(txn)
                 if txn.lastSequence != s.lastSequence {
@@ -50,6 +54,7 @@ final class Writer: Sendable {
                     try u.run()
                 }
                 try conn.execute("COMMIT")
+                s.mangoIndexes = txn.changedMangoIndexes ? nil : txn.mangoIndexes
                 let moved = caughtUp || txn.lastSequence != s.lastSequence
                 s.lastSequence = txn.lastSequence
                 return (r, moved ? txn.lastSequence : nil)
@@ -69,6 +74,8 @@ final class Writer: Sendable {
         let version = try conn.scalarInt("PRAGMA data_version") ?? 0
         guard version != s.dataVersion else { return false }
         s.dataVersion = version
+        // Another process committed: it may have registered or dropped an index.
+        s.mangoIndexes = nil
         let stored = try conn.scalarInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0
         guard stored > s.lastSequence else { return false }
         s.lastSequence = stored

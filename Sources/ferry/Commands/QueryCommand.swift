@@ -2,20 +2,22 @@ import ArgumentParser
 import FerryStore
 import Foundation
 
-/// `ferry query`: documents by type and field predicates (`Database.documents(matching:)`,
-/// docs/store.md §8), current revisions in ID order.
+/// `ferry query`: documents by type and field conditions, a friendly spelling of a Mango
+/// selector run by the same engine as `ferry find` and `_find` (`Database.find`), current
+/// revisions in ID order (or an index's, when one serves the conditions).
 struct QueryCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "query",
-        abstract: "Find documents by type and field conditions.",
+        abstract: "Find documents by type and field conditions (Mango underneath).",
         discussion: """
         --where FIELD OP VALUE, repeatable (all must hold). FIELD is a dotted path into the body \
         (address.city); OP is one of = != < <= > >=; VALUE is JSON when it parses as a JSON \
         number, true, false, null or "quoted string", else the text itself (so status=done and \
         status="done" are the same). FIELD=null matches JSON null, FIELD!=null a present, \
         non-null value. --exists FIELD: the field is present. --type T is --where type=T on \
-        the database's type key, served by its index. Values compare as SQLite's json_extract \
-        gives them (true is 1); arrays and objects cannot be compared.
+        the database's type key. Values compare as CouchDB's Mango compares them (its collation: \
+        null < false < true < numbers < strings < arrays < objects; true is not 1). \
+        --selector prints the Mango selector the conditions make; ferry find takes any.
 
         Prints ID and current revision a line; --json prints each document as ferry get does, \
         one a line.
@@ -32,7 +34,8 @@ struct QueryCommand: AsyncParsableCommand {
     var conditions: [String] = []
     @Option(help: ArgumentHelp("The field is present (repeatable).", valueName: "field")) var exists: [String] = []
     @Option(help: ArgumentHelp("At most this many documents.", valueName: "n")) var limit: Int?
-    @Flag(help: "Include deleted documents (tombstones that kept fields).") var deleted = false
+    @Flag(help: "Include deleted documents (tombstones that kept fields; read by a scan, not an index).") var deleted = false
+    @Flag(help: "Print the Mango selector the conditions make, and nothing else.") var selector = false
     @Flag(help: "Print each document as JSON with _id and _rev, one a line.") var json = false
 
     func validate() throws {
@@ -45,9 +48,9 @@ struct QueryCommand: AsyncParsableCommand {
         }
     }
 
-    /// `field OP value` → a predicate, split at the first operator character; nil when there
-    /// is no operator or no field.
-    static func predicate(_ condition: String) -> FerryStore.Predicate? {
+    /// `field OP value` → a Mango condition (`{"field": {"$op": value}}`), split at the
+    /// first operator character; nil when there is no operator or no field.
+    static func predicate(_ condition: String) -> JSONValue? {
         guard let at = condition.firstIndex(where: { "!<>=".contains($0) }) else { return nil }
         let next = condition.index(after: at)
         let two = next < condition.endIndex && condition[next] == "=" && condition[at] != "="
@@ -57,15 +60,15 @@ struct QueryCommand: AsyncParsableCommand {
         let text = String(condition[(two ? condition.index(after: next) : next)...]).trimmingCharacters(in: .whitespaces)
         guard !field.isEmpty else { return nil }
         let value = literal(text)
+        func on(_ op: String, _ v: JSONValue) -> JSONValue { .object([field: .object([op: v])]) }
         switch (op, value) {
-        case ("=", .null): return .isNull(field)
-        case ("!=", .null): return .and([.exists(field), .not(.isNull(field))])
-        case ("=", _): return .equal(field, value)
-        case ("!=", _): return .notEqual(field, value)
-        case ("<", _): return .less(field, value)
-        case ("<=", _): return .lessOrEqual(field, value)
-        case (">", _): return .greater(field, value)
-        default: return .greaterOrEqual(field, value)
+        case ("!=", .null): return .object(["$and": [on("$exists", true), on("$ne", .null)]])
+        case ("=", _): return on("$eq", value)
+        case ("!=", _): return on("$ne", value)
+        case ("<", _): return on("$lt", value)
+        case ("<=", _): return on("$lte", value)
+        case (">", _): return on("$gt", value)
+        default: return on("$gte", value)
         }
     }
 
@@ -83,33 +86,55 @@ struct QueryCommand: AsyncParsableCommand {
     func run() async throws {
         let db = try database.openExisting()
         defer { db.close() }
-        var parts: [FerryStore.Predicate] = []
-        if let type { parts.append(.equal(db.options.typeKey, .string(type))) }
+        var parts: [JSONValue] = []
+        if let type { parts.append(.object([db.options.typeKey: .object(["$eq": .string(type)])])) }
         parts += conditions.compactMap(Self.predicate)
-        parts += exists.map { .exists($0) }
-        let predicate = parts.count == 1 ? parts[0] : .and(parts)
-        var after: String?
-        var left = limit ?? .max
+        parts += exists.map { .object([$0: .object(["$exists": true])]) }
+        let json: JSONValue = parts.count == 1 ? parts[0] : .object(["$and": .array(parts)])
+        if selector {
+            print(String(decoding: CanonicalJSON.encode(json), as: UTF8.self))
+            return
+        }
         do {
-            while left > 0 {
-                let page = try db.documents(matching: predicate, after: after, limit: min(left, 1000), includeDeleted: deleted)
-                guard let last = page.last else { break }
-                for d in page {
-                    if json {
-                        var props = d.properties
-                        props["_id"] = .string(d.id)
-                        props["_rev"] = .string(d.revisionID?.description ?? "")
-                        if d.isDeleted { props["_deleted"] = .bool(true) }
-                        print(String(decoding: CanonicalJSON.encode(.object(props)), as: UTF8.self))
-                    } else {
-                        print("\(d.id)\t\(d.revisionID?.description ?? "")\(d.isDeleted ? "\tdeleted" : "")")
+            let selector = try MangoSelector(json: json)
+            var left = limit ?? .max
+            if deleted {
+                // Mango reads live documents only: tombstones are matched in a scan of every row.
+                var after: String?
+                while left > 0 {
+                    let page = try db.allDocuments(after: after, limit: 1000, includeDeleted: true)
+                    guard let last = page.last else { break }
+                    for d in page where !Document.isDesignID(d.id) && selector.matches(d) && left > 0 {
+                        emit(d)
+                        left -= 1
                     }
+                    after = last.id
                 }
-                left -= page.count
-                after = last.id
+                return
+            }
+            var query = MangoQuery(selector: selector)
+            while left > 0 {
+                query.limit = min(left, 1000)
+                let page = try db.find(query)
+                page.documents.forEach(emit)
+                left -= page.documents.count
+                if page.documents.count < query.limit { break }
+                query.bookmark = page.bookmark
             }
         } catch {
             throw CommandFailure("cannot query: \(error)")
+        }
+    }
+
+    private func emit(_ d: Document) {
+        if json {
+            var props = d.properties
+            props["_id"] = .string(d.id)
+            props["_rev"] = .string(d.revisionID?.description ?? "")
+            if d.isDeleted { props["_deleted"] = .bool(true) }
+            print(String(decoding: CanonicalJSON.encode(.object(props)), as: UTF8.self))
+        } else {
+            print("\(d.id)\t\(d.revisionID?.description ?? "")\(d.isDeleted ? "\tdeleted" : "")")
         }
     }
 }
