@@ -104,6 +104,24 @@ struct ContinuousAndFilterTests {
         await molly.stop(); await naomi.stop()
     }
 
+    @Test func selectorPushSendsOnlyMatchingDocuments() async throws {
+        let molly = try await Peer.make("molly")
+        let naomi = try await Peer.make("naomi", serving: true)
+        for i in 0..<10 { try molly.put("d\(i)", ["n": .int(Int64(i)), "kind": i % 2 == 0 ? "even" : "odd"]) }
+        let json: JSONValue = ["kind": "even", "n": ["$lt": 7]]
+        try await replicate(molly, with: naomi, .push) { c in c.selector = json }
+        let expected = try molly.db.find(MangoQuery(selector: try MangoSelector(json: json))).documents.map(\.id)
+        #expect(expected == ["d0", "d2", "d4", "d6"])
+        #expect(try naomi.db.allDocuments(limit: 100).map(\.id) == expected)
+        // A selector Mango refuses stops the replication before anything is pushed.
+        try molly.put("late", ["kind": "even", "n": 1])
+        await #expect(throws: ReplicationError.store(.invalidArgument("bad selector: Invalid operator: $bogus"))) {
+            try await replicate(molly, with: naomi, .push) { c in c.selector = ["n": ["$bogus": 1]] }
+        }
+        #expect(try naomi.db.document("late") == nil)
+        await molly.stop(); await naomi.stop()
+    }
+
     @Test func rejectedDocumentsAreReportedAndTheRestArrive() async throws {
         let molly = try await Peer.make("molly")
         let naomi = try await Peer.make("naomi", serving: true)

@@ -86,7 +86,7 @@ public struct ReplicationSpec: Sendable, Equatable {
     public var filter: String?
     /// Parameters of `filter`.
     public var queryParameters: [String: String] = [:]
-    /// A Mango selector for what is pulled (CouchDB peers; CouchDB's `selector` member).
+    /// A Mango selector for both directions (CouchDB's `selector` member; `ReplicatorConfiguration.selector`).
     public var selector: JSONValue?
     /// Basic credentials for the peer (write-only through the API).
     public var user: String?

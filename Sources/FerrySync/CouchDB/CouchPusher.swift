@@ -100,11 +100,11 @@ struct CouchPusher: Sendable {
         return out
     }
 
-    /// Whether the push filter lets a change through.
+    /// Whether the push filter and the selector let a change through.
     private func accepts(_ change: Change) -> Bool {
-        guard let filter = configuration.pushFilter else { return true }
+        guard let accept = configuration.pushAcceptance else { return true }
         guard let doc = try? database.document(change.documentID, includeDeleted: true) else { return false }
-        return filter(doc, change.isDeleted ? .deleted : [], configuration.pushFilterParameters)
+        return accept(doc, change.isDeleted ? .deleted : [])
     }
 
     /// Sends `docs`: each with a large attachment alone as `multipart/related`

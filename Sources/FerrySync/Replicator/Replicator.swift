@@ -298,6 +298,7 @@ public final class Replicator: Sendable {
         while !Task.isCancelled {
             setActivity(.connecting)
             do throws(ReplicationError) {
+                _ = try configuration.parsedSelector()
                 if configuration.usesCouchDBProtocol {
                     let couch = try CouchSession(configuration: configuration, client: httpClient, reporter: reporter, logger: logger)
                     try await couch.connect()
@@ -404,12 +405,8 @@ public final class Replicator: Sendable {
         }
     }
 
-    /// The push filter with its parameters bound, as the pusher's selector takes it.
-    private var pushAccept: (@Sendable (Document, DocumentFlags) -> Bool)? {
-        guard let f = configuration.pushFilter else { return nil }
-        let params = configuration.pushFilterParameters
-        return { doc, flags in f(doc, flags, params) }
-    }
+    /// The push filter with its parameters bound, and the selector, as the pusher takes them.
+    private var pushAccept: (@Sendable (Document, DocumentFlags) -> Bool)? { configuration.pushAcceptance }
 
     /// One connected session: checkpoints, then push and pull side by side. Returns when a
     /// one-shot replication is done; throws when the connection fails.

@@ -54,9 +54,10 @@ public struct ReplicatorConfiguration: Sendable {
     public var pullFilter: String?
     /// Parameters for the pull filter (sent as `subChanges` properties).
     public var pullFilterParameters: [String: String] = [:]
-    /// A Mango selector the peer applies to what is pulled: CouchDB's `filter=_selector`, or
-    /// for a Ferry peer over BLIP the `_selector` filter of `subChanges` (a Ferry extension;
-    /// a named `pullFilter` takes precedence).
+    /// A Mango selector for both directions, as CouchDB's replicator applies one: the peer
+    /// applies it to what is pulled (CouchDB's `filter=_selector`, or for a Ferry peer over
+    /// BLIP the `_selector` filter of `subChanges`, a Ferry extension; a named `pullFilter`
+    /// takes precedence), and a push sends only local documents matching it.
     public var selector: JSONValue?
     /// `_bulk_get` requests in flight at once when pulling from a CouchDB peer (CouchDB's
     /// replicator runs four workers).

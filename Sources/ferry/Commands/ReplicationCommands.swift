@@ -28,7 +28,7 @@ struct ReplicationCommand: AsyncParsableCommand {
         @Argument(help: "The peer's database URL: http(s)://host:port/db for a CouchDB (its replication protocol), ws(s)://host:port/db for BLIP peers (credentials in it are kept, never shown).") var peer: String
         @Option(name: .customLong("protocol"), help: ArgumentHelp("automatic (by the URL's scheme), couchdb, or blip (a Sync Gateway given as http://).", valueName: "name"))
         var peerProtocol: String?
-        @Option(help: ArgumentHelp("Pull only documents matching this Mango selector (JSON; CouchDB peers).", valueName: "json")) var selector: String?
+        @Option(help: ArgumentHelp("Replicate only documents matching this Mango selector (JSON), both ways.", valueName: "json")) var selector: String?
         @OptionGroup var daemon: DaemonOptions
         @Option(help: "The replication's ID (default: DATABASE-HOST-PORT).") var id: String?
         @Flag(help: "Only push local changes.") var push = false
@@ -77,8 +77,8 @@ struct ReplicationCommand: AsyncParsableCommand {
             if !docIDs.isEmpty { s.documentIDs = docIDs }
             s.filter = filter
             if let selector {
-                guard let v = try? JSONParser.parse(Array(selector.utf8)), v.objectValue != nil else {
-                    throw ValidationError("--selector must be a JSON object")
+                guard let v = try? JSONParser.parse(Array(selector.utf8)), v.objectValue != nil, (try? MangoSelector(json: v)) != nil else {
+                    throw ValidationError("--selector must be a Mango selector (a JSON object)")
                 }
                 s.selector = v
             }

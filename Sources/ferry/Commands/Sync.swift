@@ -63,7 +63,7 @@ struct Sync: AsyncParsableCommand {
     var filter: String?
     @Option(name: .customLong("param"), help: ArgumentHelp("A parameter for --filter (CouchDB's `query_params`); repeatable.", valueName: "key=value"))
     var parameters: [String] = []
-    @Option(help: ArgumentHelp("Pull only documents matching this Mango selector (a JSON object; CouchDB and Ferry peers).", valueName: "json"))
+    @Option(help: ArgumentHelp("Replicate only documents matching this Mango selector (a JSON object): the peer filters what is pulled (CouchDB and Ferry peers), the push sends only local matches.", valueName: "json"))
     var selector: String?
     @Option(name: .customLong("doc-id"), help: ArgumentHelp("Replicate only this document, both ways; repeatable.", valueName: "id"))
     var documentIDs: [String] = []
@@ -85,8 +85,9 @@ struct Sync: AsyncParsableCommand {
             throw ValidationError("--protocol must be automatic, couchdb or blip")
         }
         if selector != nil {
-            if push { throw ValidationError("--selector selects what is pulled; it does nothing with --push") }
-            if (try? parsedSelector()) == nil { throw ValidationError("--selector must be a JSON object") }
+            guard let json = try? parsedSelector(), (try? MangoSelector(json: json)) != nil else {
+                throw ValidationError("--selector must be a Mango selector (a JSON object)")
+            }
             if filter != nil { throw ValidationError("--selector and --filter both select what is pulled: give one") }
         }
     }
