@@ -153,3 +153,33 @@ import Testing
         #expect(r.keysExamined == 20 && r.documentsExamined == 20)
     }
 }
+
+/// The typed selector builder gives the selectors the JSON form gives.
+@Suite struct MangoBuilderTests {
+    func sel(_ json: String) throws -> MangoSelector { try MangoSelector(json: try JSONParser.parse(Array(json.utf8))) }
+
+    @Test func typedSelectorsEqualTheirJSONForms() throws {
+        #expect(MangoSelector.field("age", .greaterThan(21)) == (try sel(#"{"age":{"$gt":21}}"#)))
+        #expect((.field("type", .equals("task")) && .field("prio", .atLeast(2)))
+                == (try sel(#"{"$and":[{"type":"task"},{"prio":{"$gte":2}}]}"#)))
+        #expect((!.field("a", .lessThan(3))) == (try sel(#"{"$not":{"a":{"$lt":3}}}"#)))
+        #expect((.field("a", .isIn([1, 2])) || .field("b", .exists(false))) == (try sel(#"{"$or":[{"a":{"$in":[1,2]}},{"b":{"$exists":false}}]}"#)))
+        #expect(MangoSelector.field("n", .modulo(3, is: 1)) == (try sel(#"{"n":{"$mod":[3,1]}}"#)))
+    }
+
+    @Test func aTypedQueryFindsWhatTheJSONOneFinds() throws {
+        let (db, dir) = try freshDatabase()
+        _ = dir
+        for i in 0..<30 {
+            _ = try db.save(Document(id: "d\(i)", properties: ["type": i % 3 == 0 ? "task" : "note", "prio": .int(Int64(i % 5)),
+                                                              "tags": i % 2 == 0 ? ["x", "y"] : ["y"]]))
+        }
+        var typed = MangoQuery(selector: .field("type", .equals("task")) && .field("prio", .atLeast(2))
+                                          && .field("tags", .containsAll(["x"])))
+        typed.limit = 100
+        var json = MangoQuery(selector: try sel(#"{"type":"task","prio":{"$gte":2},"tags":{"$all":["x"]}}"#))
+        json.limit = 100
+        let a = try db.find(typed).documents.map(\.id), b = try db.find(json).documents.map(\.id)
+        #expect(a == b && a == ["d12", "d18", "d24"])
+    }
+}

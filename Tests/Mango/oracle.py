@@ -927,10 +927,33 @@ def err_of(st, js, text):
     return None if st == 200 else short(text, 60)
 
 
-def compare_docs(da, db, ordered, cut, used=None):
+def has_integral_float(v):
+    """Whether a JSON value holds a float with an integral value (`5.0`) anywhere."""
+    if isinstance(v, float):
+        return v == int(v)
+    if isinstance(v, dict):
+        return any(has_integral_float(x) for x in v.values())
+    if isinstance(v, list):
+        return any(has_integral_float(x) for x in v)
+    return False
+
+
+def number_spelling_matters(q, differing, floaty):
+    """Whether a difference in which documents match can come from the spelling of numbers
+    (Protocol/rest.md, "Queries": Ferry keeps `5.0` as the integer 5): the query uses an
+    operator that tells an integral float from an integer (`$mod`, `$all`, `$size`) and either
+    spells such a float itself or every differing document holds one."""
+    text = json.dumps(q.body) if q is not None and q.body is not None else (q.raw if q is not None else "")
+    if not any(op in (text or "") for op in ('"$mod"', '"$all"', '"$size"')):
+        return False
+    return has_integral_float(q.body) or (bool(differing) and set(differing) <= floaty)
+
+
+def compare_docs(da, db, ordered, cut, used=None, q=None, floaty=frozenset()):
     """[(aspect, detail)] between two document lists (normalised already). `cut`: the answer
     was cut by limit or skip; `used`: the index CouchDB's `_explain` named (whose order decides
-    which documents an unsorted, cut answer holds)."""
+    which documents an unsorted, cut answer holds); `floaty`: the IDs of documents holding an
+    integral float."""
     out = []
     note = ""
     if cut and not ordered:
@@ -940,7 +963,8 @@ def compare_docs(da, db, ordered, cut, used=None):
         ca, cb = collections.Counter(ia), collections.Counter(ib)
         if ca != cb:
             miss, extra = list((ca - cb).elements()), list((cb - ca).elements())
-            out.append(("docs", f"{len(da)} vs {len(db)} docs; missing {len(miss)} {short(miss[:6], 120)}; "
+            aspect = "docs:integral-float" if number_spelling_matters(q, miss + extra, floaty) else "docs"
+            out.append((aspect, f"{len(da)} vs {len(db)} docs; missing {len(miss)} {short(miss[:6], 120)}; "
                                 f"extra {len(extra)} {short(extra[:6], 120)}{note}"))
         ma, mb = {d["_id"]: d for d in da}, {d["_id"]: d for d in db}
         for i in ia:
@@ -976,7 +1000,7 @@ def status_diff(a, b):
     return status_aspect(sa, sb), f"couchdb {sa} {err_of(sa, ja, ta) or ''} | other {sb} {err_of(sb, jb, tb) or ''}"
 
 
-def compare_find(q, a, b, norm, used=None):
+def compare_find(q, a, b, norm, used=None, floaty=frozenset()):
     """Differences [(aspect, detail)] and notes [text] between two `_find` answers."""
     (sa, ja, ta), (sb, jb, tb) = a, b
     diffs, notes = [], []
@@ -1007,11 +1031,12 @@ def compare_find(q, a, b, norm, used=None):
     body = q.body if isinstance(q.body, dict) else {}
     limit = body.get("limit") if isinstance(body.get("limit"), int) else 25
     cut = bool(body.get("skip")) or len(ja["docs"]) >= limit
-    diffs += compare_docs([norm.doc(d) for d in ja["docs"]], [norm.doc(d) for d in jb["docs"]], q.sorted, cut, used)
+    diffs += compare_docs([norm.doc(d) for d in ja["docs"]], [norm.doc(d) for d in jb["docs"]], q.sorted, cut, used,
+                          q, floaty)
     return diffs, notes
 
 
-def compare_pages(q, pa, pb, norm, used=None):
+def compare_pages(q, pa, pb, norm, used=None, floaty=frozenset()):
     sa = [(st, err_of(st, js, "") if st != 200 else None) for st, js in pa]
     sb = [(st, err_of(st, js, "") if st != 200 else None) for st, js in pb]
     if [x for x in sa if x[0] != 200] != [x for x in sb if x[0] != 200]:
@@ -1019,7 +1044,7 @@ def compare_pages(q, pa, pb, norm, used=None):
     da = [norm.doc(d) for st, js in pa if st == 200 and isinstance(js, dict) for d in js.get("docs") or []]
     db = [norm.doc(d) for st, js in pb if st == 200 and isinstance(js, dict) for d in js.get("docs") or []]
     capped = len(pa) >= MAX_PAGES or len(pb) >= MAX_PAGES
-    out = compare_docs(da, db, q.sorted, capped or bool(q.body.get("skip")), used)
+    out = compare_docs(da, db, q.sorted, capped or bool(q.body.get("skip")), used, q, floaty)
     return [("pages", f"{len(pa)} vs {len(pb)} pages: {aspect} {detail}") for aspect, detail in out]
 
 
@@ -1175,6 +1200,7 @@ def pair(ex, fa, fb, *args):
 def run_compare(args, A, B, data, queries, rows, label_b):
     rep = Report(rows, args.max_diffs, args.verbose, label_b)
     norm = Norm(data.fixed_revs)
+    floaty = frozenset(d["_id"] for d in data.live if has_integral_float(d))
     t0 = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(2) as ex:
         phase = 0
@@ -1196,9 +1222,9 @@ def run_compare(args, A, B, data, queries, rows, label_b):
             else:
                 pa = pb = None
                 a, b = pair(ex, A.find, B.find, q)
-            diffs, notes = compare_find(q, a, b, norm, used)
+            diffs, notes = compare_find(q, a, b, norm, used, floaty)
             if pa is not None and a[0] == 200 == b[0]:
-                diffs += compare_pages(q, pa, pb, norm, used)
+                diffs += compare_pages(q, pa, pb, norm, used, floaty)
             for n in notes:
                 rep.notes[n.split(":")[0]] += 1
             if args.verbose and notes:
