@@ -942,11 +942,12 @@ def number_spelling_matters(q, differing, floaty):
     """Whether a difference in which documents match can come from the spelling of numbers
     (Protocol/rest.md, "Queries": Ferry keeps `5.0` as the integer 5): the query uses an
     operator that tells an integral float from an integer (`$mod`, `$all`, `$size`) and either
-    spells such a float itself or every differing document holds one."""
+    spells such a float itself or a differing document holds one (one such document moves
+    every later page's rows, so the others can differ too)."""
     text = json.dumps(q.body) if q is not None and q.body is not None else (q.raw if q is not None else "")
     if not any(op in (text or "") for op in ('"$mod"', '"$all"', '"$size"')):
         return False
-    return has_integral_float(q.body) or (bool(differing) and set(differing) <= floaty)
+    return has_integral_float(q.body) or bool(set(differing) & floaty)
 
 
 def compare_docs(da, db, ordered, cut, used=None, q=None, floaty=frozenset()):
@@ -981,7 +982,10 @@ def compare_docs(da, db, ordered, cut, used=None, q=None, floaty=frozenset()):
     ca, cb = collections.Counter(sa), collections.Counter(sb)
     if ca != cb:
         miss, extra = list((ca - cb).elements()), list((cb - ca).elements())
-        out.append(("docs", f"{len(da)} vs {len(db)} docs; missing {len(miss)} {short(miss[:3], 160)}; "
+        # Without `_id` in the answers the documents cannot be named: any document holding an
+        # integral float may be the one.
+        aspect = "docs:integral-float" if number_spelling_matters(q, list(floaty)[:1], floaty) else "docs"
+        out.append((aspect, f"{len(da)} vs {len(db)} docs; missing {len(miss)} {short(miss[:3], 160)}; "
                             f"extra {len(extra)} {short(extra[:3], 160)}{note}"))
     elif ordered and sa != sb:
         k = next(j for j, (x, y) in enumerate(zip(sa, sb)) if x != y)
@@ -1045,7 +1049,8 @@ def compare_pages(q, pa, pb, norm, used=None, floaty=frozenset()):
     db = [norm.doc(d) for st, js in pb if st == 200 and isinstance(js, dict) for d in js.get("docs") or []]
     capped = len(pa) >= MAX_PAGES or len(pb) >= MAX_PAGES
     out = compare_docs(da, db, q.sorted, capped or bool(q.body.get("skip")), used, q, floaty)
-    return [("pages", f"{len(pa)} vs {len(pb)} pages: {aspect} {detail}") for aspect, detail in out]
+    return [("pages:integral-float" if aspect == "docs:integral-float" else "pages", f"{len(pa)} vs {len(pb)} pages: {aspect} {detail}")
+            for aspect, detail in out]
 
 
 def explain_index(js):
@@ -1316,7 +1321,14 @@ def settle(t, deadline=15.0):
             time.sleep(0.2)
 
 
-def replication_phase(A, B, ferry_bin, tmp, queries, count):
+def replication_aspect(q, got, want, floaty):
+    """`replication`, or `replication:integral-float` when the difference can come from the
+    spelling of numbers (`number_spelling_matters`)."""
+    differing = sorted(set(got) ^ set(want))
+    return "replication:integral-float" if number_spelling_matters(q, differing, floaty) else "replication"
+
+
+def replication_phase(A, B, ferry_bin, tmp, queries, count, floaty):
     """Selector replication (issue 33): for `count` generated selectors CouchDB's `_find`
     answers, CouchDB's replicator pulls from Ferry with the selector, and a Ferry BLIP pull
     (`ferry sync --selector`) pulls from the same Ferry database into a fresh file; each
@@ -1343,7 +1355,7 @@ def replication_phase(A, B, ferry_bin, tmp, queries, count):
             got = sorted(r["id"] for r in js["rows"] if not r["id"].startswith("_design/"))
             if got != want:
                 out.append((f"mango.replicate.couchdb#{q.qid}",
-                            [("replication", f"CouchDB's replicator pulled {len(got)} documents, _find answers {len(want)}: "
+                            [(replication_aspect(q, got, want, floaty), f"CouchDB's replicator pulled {len(got)} documents, _find answers {len(want)}: "
                              f"extra {sorted(set(got) - set(want))[:5]}, missing {sorted(set(want) - set(got))[:5]}")]))
         db = os.path.join(tmp, f"pull-{i}.db")
         r = subprocess.run([ferry_bin, "sync", "--db", db, "--pull", "--user", dx.ADMIN, "--password", dx.PASSWORD,
@@ -1357,7 +1369,7 @@ def replication_phase(A, B, ferry_bin, tmp, queries, count):
                      if line.strip() and not line.startswith("_design/"))
         if got != want:
             out.append((f"mango.replicate.blip#{q.qid}",
-                        [("replication", f"the BLIP pull delivered {len(got)} documents, _find answers {len(want)}: "
+                        [(replication_aspect(q, got, want, floaty), f"the BLIP pull delivered {len(got)} documents, _find answers {len(want)}: "
                          f"extra {sorted(set(got) - set(want))[:5]}, missing {sorted(set(want) - set(got))[:5]}")]))
     print(f"selector replication: {len(picked)} selectors, each pulled by CouchDB's replicator and by a Ferry BLIP pull; "
           f"{len(out)} differ from CouchDB's _find", flush=True)
@@ -1510,7 +1522,8 @@ def main():
             return 0
         rep, elapsed = run_compare(args, A, B, data, queries, rows, label_b)
         if ferry is not None and not args.only:
-            for case, diffs in replication_phase(A, B, ferry_bin, tmp, queries, 6 if args.quick else 20):
+            floaty = frozenset(d["_id"] for d in data.live if has_integral_float(d))
+            for case, diffs in replication_phase(A, B, ferry_bin, tmp, queries, 6 if args.quick else 20, floaty):
                 rep.record(case, None, diffs, 200, 200, request="selector replication")
         if sum(rep.printed_by.values()) < rep.unlisted:
             print(f"… (the first {args.max_diffs} of each kind of case shown, {max(5, args.max_diffs // 4)} of "
