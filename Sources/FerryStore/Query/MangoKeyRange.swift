@@ -67,10 +67,12 @@ struct MangoKeyRange: Equatable {
     }
 
     /// SQL conditions on `docs.doc_id` for `_all_docs`: the selector's comparisons of `_id`
-    /// with strings (byte order, as both SQLite's and Erlang's).
+    /// with strings (byte order, as both SQLite's and Erlang's), at most four — the rows are
+    /// matched against the whole selector anyway, and a bounded number of shapes keeps the
+    /// reader connections' statement caches bounded whatever selectors clients send.
     static func idConditions(_ selector: MangoSelector) -> [(sql: String, value: String)] {
         var out: [(sql: String, value: String)] = []
-        for c in conditions(selector)["_id"] ?? [] {
+        for c in (conditions(selector)["_id"] ?? []).prefix(4) {
             guard case .string(let v) = c.value else { continue }
             switch c.op {
             case "$eq": out.append(("doc_id = ?", v))
