@@ -64,7 +64,7 @@ extension RESTRouter {
         } ?? false
         let indexable = query.selector.fieldHints
         return .json(200, .object([
-            "dbname": .string(c.name), "index": plan.map { Self.indexJSON($0.index) } ?? .null, "partitioned": false,
+            "dbname": .string(c.name), "index": plan.map { $0.index.json } ?? .null, "partitioned": false,
             "selector": query.selector.json, "opts": .object(opts), "limit": .int(Int64(query.limit)),
             "skip": .int(Int64(query.skip)), "fields": fields, "covering": .bool(covering), "index_candidates": [],
             "selector_hints": [.object(["type": "json", "indexable_fields": .array(indexable.indexable.map { .string($0) }),
@@ -95,15 +95,7 @@ extension RESTRouter {
     private func listFindIndexes(_ c: Context) throws(RESTError) -> RESTResponse {
         let indexes: [MangoIndex]
         do { indexes = try c.db.mangoIndexes() } catch { throw RESTError(error) }
-        return .json(200, .object(["total_rows": .int(Int64(indexes.count)), "indexes": .array(indexes.map(Self.indexJSON))]))
-    }
-
-    /// An index as `GET /_index` and `_explain` show it.
-    static func indexJSON(_ i: MangoIndex) -> JSONValue {
-        var o: [String: JSONValue] = ["ddoc": i.designDocument.map { .string($0) } ?? .null, "name": .string(i.name),
-                                      "type": .string(i.type), "def": i.definition]
-        if i.designDocument != nil { o["partitioned"] = false }
-        return .object(o)
+        return .json(200, .object(["total_rows": .int(Int64(indexes.count)), "indexes": .array(indexes.map(\.json))]))
     }
 
     /// `POST /{db}/_index`: a `json` index saved in its design document (admin, as writing

@@ -73,6 +73,16 @@ public struct Document: Sendable, Equatable {
     /// The canonical JSON of the body.
     public var canonicalJSON: [UInt8] { CanonicalJSON.encode(properties) }
 
+    /// The document as CouchDB's clients and Mango see it: its body with `_id`, `_rev` (when
+    /// it has a revision) and, for a tombstone, `_deleted: true`.
+    public var jsonObject: [String: JSONValue] {
+        var o = properties
+        o["_id"] = .string(id)
+        if let revisionID { o["_rev"] = .string(revisionID.description) }
+        if isDeleted { o["_deleted"] = true }
+        return o
+    }
+
     /// The prefix of a design document's ID (`_design/NAME`), the one reserved prefix a
     /// replicated document may carry: CouchDB keeps views, filters and validation functions in
     /// them, and its replicators send them like any other document.

@@ -132,9 +132,7 @@ extension Database {
     }
 
     /// A document as a selector sees it: its body with `_id`, `_rev` (and `_deleted`).
-    static func mangoJSON(_ doc: Document) -> JSONValue {
-        mangoJSON(id: doc.id, revision: doc.revisionID, properties: doc.properties, deleted: doc.isDeleted)
-    }
+    static func mangoJSON(_ doc: Document) -> JSONValue { .object(doc.jsonObject) }
 
     static func mangoJSON(id: String, revision: RevisionID?, properties: [String: JSONValue], deleted: Bool) -> JSONValue {
         var o = properties

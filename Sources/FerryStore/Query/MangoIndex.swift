@@ -56,6 +56,14 @@ public struct MangoIndex: Sendable, Equatable {
                   partialFilter: partialFilter)
     }
 
+    /// The index as `GET /{db}/_index`, `_explain` and `ferry find --explain` show it.
+    public var json: JSONValue {
+        var o: [String: JSONValue] = ["ddoc": designDocument.map { .string($0) } ?? .null, "name": .string(name),
+                                      "type": .string(type), "def": definition]
+        if designDocument != nil { o["partitioned"] = false }
+        return .object(o)
+    }
+
     /// The indexes a design document defines (none unless its `language` is `"query"`).
     public static func indexes(inDesignDocument id: String, _ body: [String: JSONValue]) -> [MangoIndex] {
         guard body["language"]?.stringValue == "query", case .object(let views)? = body["views"] else { return [] }

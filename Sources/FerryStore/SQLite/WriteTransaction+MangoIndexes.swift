@@ -75,16 +75,15 @@ extension WriteTransaction {
 
     /// An index from its stored definition (`MangoIndex.storedDefinition`).
     static func registered(key: Int64, definition: [UInt8]) throws(StoreError) -> RegisteredMangoIndex {
-        do {
-            guard case .object(let def) = try JSONParser.parse(definition, maxDepth: 64),
-                  case .array(let fields)? = def["fields"] else { throw StoreError.corrupt(path: "", detail: "") }
-            let columns = try fields.map { (f) throws(MangoError) -> MangoFieldPath in try MangoFieldPath(f.stringValue ?? "") }
-            let partial = def["partial_filter_selector"].flatMap { $0 == .object([:]) ? Optional.none : $0 }
-            return RegisteredMangoIndex(key: key, columns: columns,
-                                        partialFilter: try partial.map { (p) throws(MangoError) in try MangoSelector(json: p) })
-        } catch {
-            throw .corrupt(path: "mango_indexes", detail: "index \(key) has an unreadable definition")
+        let unreadable = StoreError.corrupt(path: "mango_indexes", detail: "index \(key) has an unreadable definition")
+        guard case .object(let def)? = try? JSONParser.parse(definition, maxDepth: 64), case .array(let fields)? = def["fields"],
+              let columns = try? fields.map({ (f) throws(MangoError) in try MangoFieldPath(f.stringValue ?? "") }) else { throw unreadable }
+        var partialFilter: MangoSelector?
+        if let p = def["partial_filter_selector"], p != .object([:]) {
+            guard let selector = try? MangoSelector(json: p) else { throw unreadable }
+            partialFilter = selector
         }
+        return RegisteredMangoIndex(key: key, columns: columns, partialFilter: partialFilter)
     }
 
     /// After `store` wrote document `id` (row `docKey`) with `current` as its winner.

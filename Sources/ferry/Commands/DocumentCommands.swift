@@ -109,11 +109,7 @@ struct Get: AsyncParsableCommand {
         } else {
             doc = try existingDocument(id, in: db)
         }
-        var props = doc.properties
-        props["_id"] = .string(doc.id)
-        props["_rev"] = .string(doc.revisionID?.description ?? "")
-        if doc.isDeleted { props["_deleted"] = .bool(true) }
-        print(String(decoding: CanonicalJSON.encode(.object(props)), as: UTF8.self))
+        print(String(decoding: CanonicalJSON.encode(.object(doc.jsonObject)), as: UTF8.self))
     }
 }
 

@@ -43,10 +43,8 @@ struct FindCommand: AsyncParsableCommand {
         do {
             if explain {
                 let plan = try db.plan(parsed)
-                let index: JSONValue = .object(["ddoc": plan.index.designDocument.map { .string($0) } ?? .null,
-                                                "name": .string(plan.index.name), "type": .string(plan.index.type),
-                                                "def": plan.index.definition])
-                print(String(decoding: CanonicalJSON.encode(.object(["index": index, "warnings": .array(plan.warnings.map { .string($0) })])),
+                print(String(decoding: CanonicalJSON.encode(.object(["index": plan.index.json,
+                                                                    "warnings": .array(plan.warnings.map { .string($0) })])),
                              as: UTF8.self))
                 return
             }
@@ -54,9 +52,7 @@ struct FindCommand: AsyncParsableCommand {
             while true {
                 let page = try db.find(q)
                 for doc in page.documents {
-                    var props = doc.properties
-                    props["_id"] = .string(doc.id)
-                    props["_rev"] = .string(doc.revisionID?.description ?? "")
+                    var props = doc.jsonObject
                     if let fields = q.fields { props = MangoFieldPath.project(props, fields) }
                     print(String(decoding: CanonicalJSON.encode(.object(props)), as: UTF8.self))
                 }

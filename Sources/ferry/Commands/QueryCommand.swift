@@ -128,11 +128,7 @@ struct QueryCommand: AsyncParsableCommand {
 
     private func emit(_ d: Document) {
         if json {
-            var props = d.properties
-            props["_id"] = .string(d.id)
-            props["_rev"] = .string(d.revisionID?.description ?? "")
-            if d.isDeleted { props["_deleted"] = .bool(true) }
-            print(String(decoding: CanonicalJSON.encode(.object(props)), as: UTF8.self))
+            print(String(decoding: CanonicalJSON.encode(.object(d.jsonObject)), as: UTF8.self))
         } else {
             print("\(d.id)\t\(d.revisionID?.description ?? "")\(d.isDeleted ? "\tdeleted" : "")")
         }
