@@ -5,6 +5,16 @@ public final class Batch {
 
     init(_ txn: WriteTransaction) { self.txn = txn }
 
+    /// Whether this batch's writes leave their Mango index entries to the next query that
+    /// reads the index (which brings it up to date first, as CouchDB updates a view when it
+    /// is read) instead of keeping them itself. For bulk transfers — a replicator's batches —
+    /// where index upkeep would slow every batch and most written documents are not queried
+    /// before the next ones arrive. Off by default: a batch keeps the indexes itself.
+    public var defersIndexUpdates: Bool {
+        get { txn.defersMangoEntries }
+        set { txn.defersMangoEntries = newValue }
+    }
+
     /// See `Database.save(_:concurrencyControl:)`.
     @discardableResult
     public func save(_ document: Document, concurrencyControl: ConcurrencyControl = .lastWriteWins) throws(StoreError) -> Document {

@@ -40,7 +40,7 @@ public enum CollationKey {
         case .double(let d): appendNumber(d, to: &out)
         case .string(let s):
             out.append(string)
-            out += CouchCollation.sortKey(s)
+            CouchCollation.appendSortKey(s, to: &out)
         case .array(let items):
             out.append(array)
             for item in items { append(item, to: &out) }

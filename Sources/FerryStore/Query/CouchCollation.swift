@@ -91,6 +91,11 @@ public enum CouchCollation {
         collators.sortKey(s)
     }
 
+    /// Appends `sortKey(s)` to `out`.
+    static func appendSortKey(_ s: String, to out: inout [UInt8]) {
+        collators.appendSortKey(s, to: &out)
+    }
+
     private static let collators = CollatorPool()
 }
 
@@ -125,27 +130,43 @@ private final class CollatorPool: Sendable {
     }
 
     func sortKey(_ s: String) -> [UInt8] {
-        let units = Array(s.utf16)
-        guard let collator = take() else { return Array(s.utf8) + [0] }
-        defer { idle.withLock { $0.append(collator) } }
-        var key = [UInt8](repeating: 0, count: units.count * 4 + 16)
-        var n = units.withUnsafeBufferPointer { u in
-            key.withUnsafeMutableBufferPointer { k in
-                swift_ucol_getSortKey(collator.pointer, u.baseAddress, Int32(u.count), k.baseAddress, Int32(k.count))
-            }
-        }
-        if Int(n) > key.count {
-            // Too small a buffer: ICU said how long the key is.
-            key = [UInt8](repeating: 0, count: Int(n))
-            n = units.withUnsafeBufferPointer { u in
-                key.withUnsafeMutableBufferPointer { k in
-                    swift_ucol_getSortKey(collator.pointer, u.baseAddress, Int32(u.count), k.baseAddress, Int32(k.count))
-                }
-            }
-        }
-        guard n > 0, Int(n) <= key.count else { return Array(s.utf8) + [0] }
-        key.removeSubrange(Int(n)...)
+        var key: [UInt8] = []
+        appendSortKey(s, to: &key)
         return key
+    }
+
+    /// Appends the sort key in place: the UTF-16 ICU reads is on the stack and ICU writes
+    /// into `out`'s own storage, since this runs for every indexed string a write stores.
+    func appendSortKey(_ s: String, to out: inout [UInt8]) {
+        let start = out.count
+        func fallback(_ out: inout [UInt8]) {
+            out.removeSubrange(start...)
+            out += s.utf8
+            out.append(0)
+        }
+        guard let collator = take() else { fallback(&out); return }
+        defer { idle.withLock { $0.append(collator) } }
+        let count = s.utf16.count
+        withUnsafeTemporaryAllocation(of: UInt16.self, capacity: max(1, count)) { units in
+            _ = units.initialize(fromContentsOf: s.utf16)
+            var capacity = count * 4 + 16
+            for _ in 0..<2 {
+                out.append(contentsOf: repeatElement(0, count: capacity))
+                let n = out.withUnsafeMutableBufferPointer { k in
+                    swift_ucol_getSortKey(collator.pointer, units.baseAddress, Int32(count), k.baseAddress.map { $0 + start },
+                                          Int32(capacity))
+                }
+                if n > 0, Int(n) <= capacity {
+                    out.removeSubrange((start + Int(n))...)
+                    return
+                }
+                out.removeSubrange(start...)
+                // Too small a buffer: ICU said how long the key is.
+                guard Int(n) > capacity else { break }
+                capacity = Int(n)
+            }
+            fallback(&out)
+        }
     }
 
     private func take() -> UncheckedCollator? {

@@ -30,8 +30,9 @@ extension Database {
     /// columns present, and its partial filter matched); design documents never.
     ///
     /// A `json` index is read from its SQLite entries (`mango_entries`), built the first time
-    /// a query uses it and kept by every write after; only the rows inside the selector's
-    /// key range are read, and reading stops once the page is full.
+    /// a query uses it and kept by every write after (a replicator's batches leave theirs to
+    /// the next query, which brings the index up to date first); only the rows inside the
+    /// selector's key range are read, and reading stops once the page is full.
     /// Throws `MangoError` for a query CouchDB refuses, `StoreError` for the store's faults.
     public func find(_ query: MangoQuery) throws -> MangoResult {
         // A design document changed between planning and building: plan again.
@@ -45,17 +46,24 @@ extension Database {
 
     /// The registered index's key, registering and building it first if no query used it yet;
     /// nil if its design document no longer defines it.
+    /// A stale index (a replicated batch deferred its upkeep) is brought up to date first.
     func registeredIndexKey(_ index: MangoIndex) throws(StoreError) -> Int64? {
-        let known = try readers.withReader { (c) throws(StoreError) -> Int64? in
-            let s = try c.prepare("SELECT index_key FROM mango_indexes WHERE ddoc = ? AND name = ? AND definition = ?")
+        let known = try readers.withReader { (c) throws(StoreError) -> (key: Int64, stale: Bool)? in
+            let s = try c.prepare("SELECT index_key, stale_from IS NOT NULL FROM mango_indexes WHERE ddoc = ? AND name = ? AND definition = ?")
             defer { s.reset() }
             s.bind(1, index.designDocument ?? "")
             s.bind(2, index.name)
             s.bind(3, index.storedDefinition)
-            return try s.step() ? s.int64(0) : nil
+            return try s.step() ? (s.int64(0), s.int64(1) != 0) : nil
         }
-        if let known { return known }
-        return try writer.transaction(context) { (txn) throws(StoreError) -> Int64? in try txn.registerMangoIndex(index) }
+        if let known {
+            if known.stale { try writer.transaction(context) { (txn) throws(StoreError) in try txn.catchUpMangoIndexes() } }
+            return known.key
+        }
+        return try writer.transaction(context) { (txn) throws(StoreError) -> Int64? in
+            try txn.catchUpMangoIndexes()
+            return try txn.registerMangoIndex(index)
+        }
     }
 
     /// `find` on a `json` index: its entries in the key range, in key order (reversed for a

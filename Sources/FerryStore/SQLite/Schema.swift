@@ -4,7 +4,7 @@ import Foundation
 /// older file up to date. Ferry files carry `PRAGMA application_id = 0x46455259` ("FERY").
 enum Schema {
     static let applicationID: Int64 = 0x4645_5259
-    static let currentVersion = 5
+    static let currentVersion = 6
 
     /// Migration `i` takes a file from version `i` to `i + 1`. Append, never edit.
     static let migrations: [String] = [
@@ -78,6 +78,12 @@ enum Schema {
         CREATE TRIGGER docs_purged_from_indexes AFTER DELETE ON docs BEGIN
             DELETE FROM mango_entries WHERE doc_key = old.doc_key;
         END;
+        """,
+        // 5 → 6: a replicated batch leaves the entries of the documents it writes to the
+        // next query (`stale_from`: the first sequence whose documents may have stale
+        // entries; NULL: none), as CouchDB brings a view up to date when it is read.
+        """
+        ALTER TABLE mango_indexes ADD COLUMN stale_from INTEGER;
         """,
     ]
 

@@ -86,7 +86,9 @@ extension WriteTransaction {
         return RegisteredMangoIndex(key: key, columns: columns, partialFilter: partialFilter)
     }
 
-    /// After `store` wrote document `id` (row `docKey`) with `current` as its winner.
+    /// After `store` wrote document `id` (row `docKey`) with `current` as its winner. In a
+    /// batch that defers its index upkeep (`defersMangoEntries`), the indexes are marked stale
+    /// from this write on instead, for `catchUpMangoIndexes`.
     func updateMangoEntries(_ id: String, docKey: Int64, isNew: Bool, current: RevisionTree.Node) throws(StoreError) {
         if Document.isDesignID(id) {
             try dropIndexesNoLongerDefined(by: id, current: current)
@@ -94,17 +96,59 @@ extension WriteTransaction {
         }
         let registered = try registeredMangoIndexes()
         guard !registered.indexes.isEmpty else { return }
+        if defersMangoEntries {
+            if !markedMangoIndexesStale {
+                let s = try conn.prepare("UPDATE mango_indexes SET stale_from = ? WHERE stale_from IS NULL")
+                s.bind(1, lastSequence)
+                try s.run()
+                markedMangoIndexesStale = true
+            }
+            return
+        }
+        try replaceMangoEntries(id, docKey: docKey, isNew: isNew, revision: current.revisionID,
+                                body: current.isDeleted ? nil : current.body ?? Self.emptyObject, registered)
+    }
+
+    /// Replaces document `id`'s entries with those of its winner (`body`; nil: deleted).
+    private func replaceMangoEntries(_ id: String, docKey: Int64, isNew: Bool, revision: RevisionID, body: [UInt8]?,
+                                     _ registered: RegisteredMangoIndexes) throws(StoreError) {
         if !isNew {
             let d = try cached(&deleteEntriesStatement, "DELETE FROM mango_entries WHERE doc_key = ?")
             d.bind(1, docKey)
             try d.run()
         }
-        guard !current.isDeleted else { return }
-        let json = try registered.json(id: id, revision: current.revisionID, body: current.body ?? Self.emptyObject)
+        guard let body else { return }
+        let json = try registered.json(id: id, revision: revision, body: body)
         for index in registered.indexes {
             guard let entry = index.entryKey(json, id: id) else { continue }
             try insertEntry(index.key, entry, docKey)
         }
+    }
+
+    /// The first sequence whose documents' entries a deferring batch left to a query; nil
+    /// when every index is up to date.
+    private func staleFrom() throws(StoreError) -> Int64? {
+        let s = try conn.prepare("SELECT stale_from FROM mango_indexes WHERE stale_from IS NOT NULL ORDER BY stale_from LIMIT 1")
+        defer { s.reset() }
+        return try s.step() ? s.int64(0) : nil
+    }
+
+    /// Brings the stale indexes up to date: the entries of every document written since the
+    /// first deferred write are replaced (a query's first step, as CouchDB updates a view).
+    func catchUpMangoIndexes() throws(StoreError) {
+        guard let from = try staleFrom() else { return }
+        let registered = try registeredMangoIndexes()
+        let docs = try conn.prepare("SELECT doc_key, doc_id, rev_id, deleted, body FROM docs WHERE sequence >= ?")
+        defer { docs.reset() }
+        docs.bind(1, from)
+        while try docs.step() {
+            let id = docs.string(1)
+            if Document.isDesignID(id) { continue }
+            guard let rev = try? RevisionID(docs.string(2)) else { throw .corruptRevisionTree(documentID: id) }
+            try replaceMangoEntries(id, docKey: docs.int64(0), isNew: false, revision: rev,
+                                    body: docs.int64(3) != 0 ? nil : docs.bytes(4), registered)
+        }
+        try conn.execute("UPDATE mango_indexes SET stale_from = NULL")
     }
 
     private func insertEntry(_ index: Int64, _ entry: [UInt8], _ docKey: Int64) throws(StoreError) {

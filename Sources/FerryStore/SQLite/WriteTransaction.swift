@@ -46,6 +46,11 @@ final class WriteTransaction {
     var mangoIndexes: RegisteredMangoIndexes?
     /// Whether this transaction registered or dropped an index.
     var changedMangoIndexes = false
+    /// Whether document writes leave their index entries to the next query (a replicated
+    /// batch: `Batch.defersIndexUpdates`).
+    var defersMangoEntries = false
+    /// Whether this transaction marked the indexes stale already.
+    var markedMangoIndexesStale = false
     var deleteEntriesStatement: Statement?
     var insertEntryStatement: Statement?
 

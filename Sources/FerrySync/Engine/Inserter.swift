@@ -193,6 +193,9 @@ final class Inserter: Sendable {
         let results: [Result<InsertOutcome, StoreError>]
         do {
             results = try database.inBatch { (b) throws(StoreError) -> [Result<InsertOutcome, StoreError>] in
+                // Index upkeep waits for the next query: kept here it would cost the one
+                // writer, the pull's bottleneck, ~9 µs a document (docs/performance.md).
+                b.defersIndexUpdates = true
                 var out: [Result<InsertOutcome, StoreError>] = []
                 out.reserveCapacity(items.count)
                 for item in items {
