@@ -94,7 +94,9 @@ let package = Package(
                 dependencies: ["FerrySync", "FerryStore", "FerryHTTP", "FerryWebSocket", "FerryNet", "FerryDiscovery", "FerryDNS", "COpenSSL", "CZlib", "CFerrySystem",
                                .product(name: "Logging", package: "swift-log"),
                                .product(name: "CoreMetrics", package: "swift-metrics"),
-                               .product(name: "Prometheus", package: "swift-prometheus")]),
+                               .product(name: "Prometheus", package: "swift-prometheus")],
+                // The web console's files, compiled in (`PackageResources`): no runtime files.
+                resources: [.embedInCode("Console/Assets")]),
         // The peer process: serve, sync, put/get/delete/ls.
         .executableTarget(name: "ferry",
                           dependencies: ["FerryServer", "FerrySync", "FerryStore", "FerryHTTP", "FerryNet", "FerryDiscovery", "CJemalloc",

@@ -165,7 +165,7 @@ public final class FerryDaemon: Sendable {
                                     let host = ["0.0.0.0", "::", ""].contains(configuration.host) ? "127.0.0.1" : configuration.host
                                     return "http://\(host.contains(":") ? "[\(host)]" : host):\(l.port)"
                                 }),
-                                        DiscoveryRoute.hook { coordinator.value.withLock { $0 } }] + hooks,
+                                        DiscoveryRoute.hook { coordinator.value.withLock { $0 } }, ConsoleRoutes.hook()] + hooks,
                                 cors: configuration.cors, logger: logger)
         var sync = SyncListener.Configuration()
         sync.host = configuration.host

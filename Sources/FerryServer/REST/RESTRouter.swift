@@ -58,7 +58,8 @@ public final class RESTRouter: Sendable {
     public func respond(_ request: RESTRequest) async -> RESTResponse {
         // A preflight is answered before authentication: browsers send it without credentials.
         if let preflight = cors?.preflight(request) { return preflight }
-        var response = await answer(request)
+        var response: RESTResponse
+        if let refusal = crossOriginWriteRefusal(request) { response = refusal } else { response = await answer(request) }
         response.user = request.provenUser.name.withLock { $0 }
         // One pass over the answer's fields for what is added below. (Routes write these names
         // in this case: an exact comparison keeps the per-request cost down — a generic

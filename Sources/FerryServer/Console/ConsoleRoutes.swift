@@ -1,0 +1,63 @@
+import FerryStore
+
+/// The web console at `/_utils/` (CouchDB's path for Fauxton): its files, under a strict
+/// Content-Security-Policy (no inline script or style, nothing from elsewhere), and
+/// `/_utils/access`, what the console needs to know that the CouchDB API does not say: who
+/// is logged in and their role on each database (so a reader is shown no edit controls; the
+/// routes refuse the edits all the same). Everything else the console does goes through the
+/// REST API with the session cookie, as any client's requests.
+enum ConsoleRoutes {
+    /// Only this server's own files and requests; no inline code, no frames, no plugins.
+    static let contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        + "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+    /// The router hook answering `/_utils` and below; nil for any other path.
+    static func hook() -> @Sendable (RESTRequest, RESTRouter) async -> RESTResponse? {
+        { request, router in
+            let s = request.segments
+            guard s.first == "_utils" else { return nil }
+            guard request.method == "GET" || request.method == "HEAD" else { return RESTError.methodNotAllowed("GET,HEAD").response }
+            let path = request.head.target.split(separator: "?", maxSplits: 1).first ?? ""
+            if s.count == 1, !path.hasSuffix("/") {
+                // CouchDB's redirect: relative module paths resolve under the folder.
+                return RESTResponse(status: 301, headers: [("Location", "/_utils/")])
+            }
+            let name = s.count == 1 ? "index.html" : s[1...].joined(separator: "/")
+            if name == "access" { return await access(request, router) }
+            guard let asset = ConsoleAsset.byName[name] else { return RESTError.notFound("missing").response }
+            var headers = securityHeaders
+            headers += [("ETag", asset.etag), ("Cache-Control", "no-cache")]
+            if request.header("If-None-Match") == asset.etag { return RESTResponse(status: 304, headers: headers) }
+            return RESTResponse(status: 200, headers: [("Content-Type", asset.contentType)] + headers, body: .bytes(asset.bytes))
+        }
+    }
+
+    static let securityHeaders: [(name: String, value: String)] = [
+        ("Content-Security-Policy", contentSecurityPolicy), ("X-Content-Type-Options", "nosniff"),
+        ("Referrer-Policy", "no-referrer"), ("X-Frame-Options", "DENY"),
+    ]
+
+    /// `GET /_utils/access`: `{"authenticated": true, "name", "serverAdmin", "databases":
+    /// {name: role}}` for the requester; `{"authenticated": false}` (200: the console's first
+    /// question, which a browser would log as an error if it were a 401) without valid
+    /// credentials when anonymous access is off.
+    static func access(_ request: RESTRequest, _ router: RESTRouter) async -> RESTResponse {
+        let identity: AccessControl.Identity
+        do throws(RESTError) { identity = try await router.identify(request) } catch {
+            guard error.status == 401 else { return error.response }
+            return .json(200, .object(["authenticated": false]), headers: [("Cache-Control", "no-store")])
+        }
+        var databases: [String: JSONValue] = [:]
+        for name in router.registry.names {
+            if let role = router.access.role(of: identity, on: name) { databases[name] = .string(role.description) }
+        }
+        let name: JSONValue
+        switch identity {
+        case .user(let n): name = .string(n)
+        case .anonymous: name = .null
+        case .localAdmin: name = "(local admin)"
+        }
+        return .json(200, .object(["authenticated": true, "name": name, "serverAdmin": .bool(router.access.isServerAdmin(identity)),
+                                   "databases": .object(databases)]), headers: [("Cache-Control", "no-store")])
+    }
+}
