@@ -16,6 +16,8 @@ rows is in the DOM), must be under one second, and is reported.
 
 Run by Tests/Browser/check: `python console.py FERRY_BINARY TMPDIR`. Ends with `N passed, N failed`.
 """
+import base64
+import hashlib
 import http.client
 import json
 import os
@@ -26,9 +28,10 @@ import time
 import urllib.parse
 
 from selenium.common.exceptions import WebDriverException
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
@@ -116,9 +119,9 @@ class Console:
         whether it is wider than a 390 px viewport; recorded and checked."""
         errors = [m for m in self.console() if "SEVERE" in m or "Uncaught" in m]
         errors = [m for m in errors if not any(a in m for a in allowed_errors)]
+        self.screenshot(label)
         named, unnamed = self.unnamed_controls()
         reached, unreachable = self.unreachable_controls()
-        self.d.save_screenshot(os.path.join(self.shots, label.replace(" ", "-").replace("(", "").replace(")", "") + ".png"))
         self.d.set_window_size(NARROW, 900)
         width = self.wait("the narrow layout", lambda: self.d.execute_script(
             "return window.innerWidth <= 400 ? [document.documentElement.scrollWidth, window.innerWidth] : null"))
@@ -130,6 +133,15 @@ class Console:
         check(not unnamed, f"{label}: controls without an accessible name: {unnamed}")
         check(not unreachable, f"{label}: controls Tab does not reach: {unreachable}")
         check(width[0] <= width[1], f"{label}: {width[0]} px wide in a {width[1]} px viewport")
+
+    def screenshot(self, label):
+        """The whole page (not only the viewport), as docs/console.md shows it."""
+        size = self.d.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+        shot = self.d.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": {
+            "x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 2400), "scale": 1}})
+        name = label.replace(" ", "-").replace("(", "").replace(")", "") + ".png"
+        with open(os.path.join(self.shots, name), "wb") as f:
+            f.write(base64.b64decode(shot["data"]))
 
     def unnamed_controls(self):
         tree = self.d.execute_cdp_cmd("Accessibility.getFullAXTree", {})["nodes"]
@@ -150,16 +162,17 @@ class Console:
         controls = self.d.execute_script("""
             const all = [...document.querySelectorAll('a[href], button, input, textarea, select')];
             return all.filter(e => !e.disabled && e.offsetParent !== null);""")
-        self.d.execute_script("document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0)")
-        body = self.d.find_element(By.TAG_NAME, "body")
-        body.send_keys(Keys.TAB)
+        # From the first control (Chromium starts sequential navigation where focus last was,
+        # even after a blur); key presses go to whatever has focus (an element's send_keys would
+        # upload to a file input).
+        self.d.execute_script("document.querySelector('a.skip').focus()")
         reached = []
         for _ in range(len(controls) + 10):
             el = self.d.switch_to.active_element
             if el in reached:
                 break
             reached.append(el)
-            el.send_keys(Keys.TAB)
+            ActionChains(self.d).send_keys(Keys.TAB).perform()
         return len(reached), [c.get_attribute("outerHTML")[:80] for c in controls if c not in reached]
 
     def forged_write(self, path, body):
@@ -246,12 +259,15 @@ def journey(c, daemon):
 
     c.go("#/db/journal/doc/first")
     c.wait("the document page", lambda: c.heading() == "first")
+    attachments(c, d)
     c.button("Reload").click()
     c.wait("the reload", lambda: "Reloaded" in (c.status() or ""))
     c.button("Delete").click()
     c.d.switch_to.alert.accept()
     c.wait("the deletion", lambda: c.heading() == "Documents in journal")
     check(d.request("GET", "/journal/first")[0] == 404, "the console deleted the document")
+
+    conflicts(c, d)
 
     # A reader.
     d.ok("PUT", "/notes/memo", {"text": "read me"})
@@ -274,6 +290,60 @@ def journey(c, daemon):
     c.audit("document page (reader)", allowed_errors=("403",))
 
 
+def attachments(c, d):
+    """Upload a file from the document page; the server holds its bytes; the page's download
+    link gives them back byte for byte."""
+    data = os.urandom(48 * 1024) + b"\x00\xff end"
+    path = os.path.join(c.shots, "..", "blob.bin")
+    with open(path, "wb") as f:
+        f.write(data)
+    c.d.find_element(By.CSS_SELECTOR, "main input[type=file]").send_keys(os.path.abspath(path))
+    c.button("Upload").click()
+    c.wait("the upload", lambda: (c.status() or "").startswith("Uploaded blob.bin"))
+    c.wait("the attachment row", lambda: c.d.execute_script(
+        "return [...document.querySelectorAll('main section[aria-label=Attachments] tbody tr')].map(r => r.textContent).join('|')")
+        .count("blob.bin") == 1 and "here" in c.d.find_element(By.CSS_SELECTOR, "main section[aria-label=Attachments] tbody").text)
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+    conn.request("GET", "/journal/first/blob.bin", headers={"Authorization": "Bearer " + d.token})
+    stored = conn.getresponse().read()
+    conn.close()
+    check(stored == data, f"the uploaded attachment is on the server byte for byte ({len(stored)} of {len(data)} bytes)")
+    digest = c.d.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        const link = [...document.querySelectorAll('main a[download]')].find(a => a.textContent === 'blob.bin');
+        fetch(link.href, {credentials: 'same-origin'}).then(r => r.arrayBuffer())
+          .then(b => crypto.subtle.digest('SHA-256', b))
+          .then(h => done([...new Uint8Array(h)].map(x => x.toString(16).padStart(2, '0')).join('')), e => done(String(e)));""")
+    check(digest == hashlib.sha256(data).hexdigest(), f"the download link gives the bytes back: {digest}")
+    c.audit("document page with an attachment")
+
+
+def conflicts(c, d):
+    """A conflict (a database with policy keep): the conflict view shows both leaves and their
+    difference; "Keep this one" on the losing leaf makes it the only live one."""
+    d.ok("PUT", "/clash?conflict_policy=keep")
+    root, left, right = "1-" + "a" * 32, "2-" + "b" * 32, "2-" + "c" * 32
+    d.ok("POST", "/clash/_bulk_docs", {"new_edits": False, "docs": [
+        {"_id": "c", "_rev": root, "v": 0},
+        {"_id": "c", "_rev": left, "_revisions": {"start": 2, "ids": ["b" * 32, "a" * 32]}, "v": "left", "only": "left"},
+        {"_id": "c", "_rev": right, "_revisions": {"start": 2, "ids": ["c" * 32, "a" * 32]}, "v": "right"}]})
+    check(d.json("/clash/c?conflicts=true").get("_conflicts") == [left], "the database holds the conflict")
+    c.go("#/db/clash/doc/c")
+    c.wait("the conflict view", lambda: c.d.execute_script(
+        "const h = document.querySelector('main section.conflicts h2'); return h && h.textContent") == "Conflict: 2 live revisions")
+    graph = c.d.find_element(By.CSS_SELECTOR, "main svg[role=img]").get_attribute("aria-label")
+    check("3 revisions, 2 leaves (2 live)" in graph and right in graph, f"the revision tree says what it draws: {graph}")
+    diff = c.d.find_element(By.CSS_SELECTOR, "main pre.diff").text
+    lines = {(line[0], line[1:].strip().rstrip(",")) for line in diff.splitlines() if line}
+    check({("-", '"v": "right"'), ("+", '"v": "left"'), ("+", '"only": "left"')} <= lines,
+          f"the conflict view shows the losing leaf's differences: {diff!r}")
+    c.audit("conflict view")
+    c.d.find_element(By.CSS_SELECTOR, f'main button[aria-label="Keep revision {left}"]').click()
+    c.wait("the resolution", lambda: (c.status() or "").startswith(f"Kept {left}"))
+    after = d.json("/clash/c?conflicts=true")
+    check(after.get("v") == "left" and "_conflicts" not in after, f"kept the chosen leaf, no conflict left: {after}")
+
+
 def cross_origin(daemon):
     """A write with the admin's session cookie is 403 from another page's Origin, and goes
     through from the server's own (the console's) and without an Origin (not a browser)."""
@@ -293,6 +363,86 @@ def cross_origin(daemon):
         headers = {"Cookie": cookie, **({"Origin": origin} if origin else {})}
         status, _, body = send("PUT", f"/notes/from-{urllib.parse.quote(origin or 'none', safe='')}", {"x": 1}, headers)
         check(status == want, f"a cookie write with Origin {origin}: {status} (want {want}) {body[:120]!r}")
+
+
+def two_peers(browser, ferry, tmp, shots):
+    """A second daemon B, a static peer of A: on A's console add a continuous pull from B's
+    `outbox`, watch its progress bar reach the end while 5,000 documents are written on B, pause
+    and resume it; the mesh page shows B and the link, red once B is stopped, green once it is
+    back."""
+    def daemon(name, dbs, port=0, flags=()):
+        data = os.path.join(tmp, f"{name}-data")
+        shutil.rmtree(data, ignore_errors=True)
+        return ferryd.Daemon(ferry, data, name=name, port=port, log_dir=tmp, death_signal=signal.SIGKILL,
+                             flags=["--no-advertise", "--log-level", "info", *flags],
+                             users=[[ADMIN, "--password", ADMIN_PASSWORD, "--role", "*=admin"]], dbs=dbs)
+    # B comes back on the same port after it is stopped (A knows it by that URL).
+    b_port = ferryd.free_port()
+    b = daemon("peer-b", ["outbox", "shared"], port=b_port).start()
+    a = daemon("peer-a", ["shared"], flags=["--peer", f"ws://{ADMIN}:{ADMIN_PASSWORD}@127.0.0.1:{b_port}", "--heartbeat", "2"]).start()
+    try:
+        a.ok("PUT", "/inbox")
+        c = Console(browser, a, shots)
+        c.login(ADMIN, ADMIN_PASSWORD)
+        c.go("#/replications")
+        c.wait("the replications page", lambda: c.heading() == "Replications")
+        c.set_text("Replication ID", "from-b")
+        Select(c.d.find_element(By.CSS_SELECTOR, "main select[name=database]")).select_by_value("inbox")
+        c.set_text("Peer database URL", f"ws://{ADMIN}:{ADMIN_PASSWORD}@127.0.0.1:{b_port}/outbox")
+        Select(c.d.find_element(By.CSS_SELECTOR, "main select[name=direction]")).select_by_value("pull")
+        c.button("Add replication").click()
+        c.wait("the new replication's row", lambda: c.d.find_elements(By.CSS_SELECTOR, "main tr[data-job=from-b]"))
+        check(a.json("/_replicator/from-b").get("continuous") is True, "the console stored a continuous replication")
+        c.audit("replications page")
+
+        total = 5000
+        for start in range(0, total, 1000):
+            b.ok("POST", "/outbox/_bulk_docs", {"docs": [{"_id": f"n-{i:05d}", "i": i} for i in range(start, start + 1000)]})
+        rates = []
+
+        def done():
+            rate = c.d.execute_script("const r = document.querySelector('main tr[data-job=from-b] td.num'); return r ? r.textContent : ''")
+            if rate.isdigit():
+                rates.append(int(rate))
+            bar = c.d.execute_script(
+                "const p = document.querySelector('main tr[data-job=from-b] progress');"
+                "return p && p.hasAttribute('value') ? [p.value, p.max] : null")
+            return bar and bar[0] == bar[1] and a.doc_count("inbox") == total and bar
+        bar = WebDriverWait(c.d, 120, poll_frequency=0.2).until(lambda _: done())
+        check(a.doc_count("inbox") == total, f"{total} documents pulled; the progress bar at its end ({bar[0]:.0f}/{bar[1]:.0f})")
+        log(f"replication from-b: {total} documents; the page showed up to {max(rates or [0])} docs/s")
+
+        c.d.find_element(By.CSS_SELECTOR, "main button[aria-label='Pause from-b']").click()
+        c.wait("the paused state", lambda: "paused" in c.d.find_element(By.CSS_SELECTOR, "main tr[data-job=from-b]").text)
+        check(a.json("/_scheduler/jobs")["jobs"] and any(j["doc_id"] == "from-b" and j["state"] == "paused" for j in a.json("/_scheduler/jobs")["jobs"]),
+              "pausing from the page paused the job")
+        b.ok("POST", "/outbox/_bulk_docs", {"docs": [{"_id": f"late-{i}"} for i in range(10)]})
+        c.d.find_element(By.CSS_SELECTOR, "main button[aria-label='Resume from-b']").click()
+        c.wait("the resumed replication to bring the late documents", lambda: a.doc_count("inbox") == total + 10)
+        check(True, "resuming from the page brought the documents written while paused")
+
+        c.go("#/mesh")
+        c.wait("the mesh page", lambda: c.heading() == "Mesh")
+        link = lambda: c.d.execute_script("const t = document.querySelector('main tbody tr td:nth-child(4)'); return t ? t.textContent : null")
+        c.wait("B linked and replicating", lambda: link() == "replicating")
+        graph = c.d.find_element(By.CSS_SELECTOR, "main svg.mesh").get_attribute("aria-label")
+        check("1 peers" in graph and "replicating" in graph, f"the mesh graph names the peer and the link: {graph}")
+        c.audit("mesh page")
+        t = time.monotonic()
+        b.stop()
+        c.wait("the link to turn red", lambda: link() == "broken")
+        red = time.monotonic() - t
+        check(bool(c.d.find_elements(By.CSS_SELECTOR, "main svg.mesh line.link.bad")), "the broken link is drawn red")
+        check(red < 2 * 2 + 5, f"the link turned red {red:.1f} s after B stopped (heartbeat 2 s)")
+        b.start()
+        t = time.monotonic()
+        c.wait("the link to turn green again", lambda: link() == "replicating")
+        log(f"mesh: red {red:.1f} s after B stopped, green {time.monotonic() - t:.1f} s after it came back")
+        check(bool(c.d.find_elements(By.CSS_SELECTOR, "main svg.mesh line.link.ok")), "the link is green again")
+        c.logout()
+    finally:
+        a.stop()
+        b.stop()
 
 
 def first_paint(c, daemon):
@@ -341,6 +491,8 @@ def main():
         cross_origin(daemon)
         c.logout()
         first_paint(c, daemon)
+        c.logout()
+        two_peers(browser, ferry, tmp, shots)
     except (ferryd.SetupError, ferryd.CheckFailed, WebDriverException) as e:
         check(False, f"{type(e).__name__}: {e}")
     finally:

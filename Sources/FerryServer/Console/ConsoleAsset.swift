@@ -25,5 +25,9 @@ struct ConsoleAsset: Sendable {
         "databases.js": ConsoleAsset("text/javascript; charset=utf-8", PackageResources.databases_js),
         "documents.js": ConsoleAsset("text/javascript; charset=utf-8", PackageResources.documents_js),
         "ui.js": ConsoleAsset("text/javascript; charset=utf-8", PackageResources.ui_js),
+        "revisions.js": ConsoleAsset("text/javascript; charset=utf-8", PackageResources.revisions_js),
+        "attachments.js": ConsoleAsset("text/javascript; charset=utf-8", PackageResources.attachments_js),
+        "replications.js": ConsoleAsset("text/javascript; charset=utf-8", PackageResources.replications_js),
+        "mesh.js": ConsoleAsset("text/javascript; charset=utf-8", PackageResources.mesh_js),
     ]
 }

@@ -24,6 +24,7 @@ enum ConsoleRoutes {
             }
             let name = s.count == 1 ? "index.html" : s[1...].joined(separator: "/")
             if name == "access" { return await access(request, router) }
+            if s.count >= 4, s[1] == "attachments" { return await fetchedAttachments(request, router, db: s[2], id: s[3...].joined(separator: "/")) }
             guard let asset = ConsoleAsset.byName[name] else { return RESTError.notFound("missing").response }
             var headers = securityHeaders
             headers += [("ETag", asset.etag), ("Cache-Control", "no-cache")]
@@ -36,6 +37,26 @@ enum ConsoleRoutes {
         ("Content-Security-Policy", contentSecurityPolicy), ("X-Content-Type-Options", "nosniff"),
         ("Referrer-Policy", "no-referrer"), ("X-Frame-Options", "DENY"),
     ]
+
+    /// `GET /_utils/attachments/DB/DOCID`: `{NAME: true|false}`, whether each attachment's
+    /// bytes are on this server (a replica may not have fetched them: Ferry's download rules).
+    /// The REST API does not say so (CouchDB has no such state); readers of DB may ask.
+    static func fetchedAttachments(_ request: RESTRequest, _ router: RESTRouter, db name: String, id: String) async -> RESTResponse {
+        do throws(RESTError) {
+            let identity = try await router.identify(request)
+            guard let db = router.registry.database(name) else { throw .notFound("Database does not exist.") }
+            guard router.access.role(of: identity, on: name) != nil else { throw .forbidden("You are not allowed to access this db.") }
+            let doc: Document?
+            do { doc = try db.document(id) } catch { throw RESTError(error) }
+            guard let doc else { throw .notFound("missing") }
+            let attachments: [Attachment]
+            do { attachments = try db.attachments(of: doc) } catch { throw RESTError(error) }
+            return .json(200, .object(Dictionary(uniqueKeysWithValues: attachments.map { ($0.name, JSONValue.bool($0.isFetched)) })),
+                         headers: [("Cache-Control", "no-store")])
+        } catch {
+            return error.response
+        }
+    }
 
     /// `GET /_utils/access`: `{"authenticated": true, "name", "serverAdmin", "databases":
     /// {name: role}}` for the requester; `{"authenticated": false}` (200: the console's first

@@ -1,9 +1,12 @@
 // The console's shell: who is logged in, the login form, and the page for the location's hash
-// (#/ databases, #/db/NAME documents, #/db/NAME/doc/ID a document, #/db/NAME/new).
+// (#/ databases, #/db/NAME documents, #/db/NAME/doc/ID a document, #/db/NAME/new,
+// #/replications, #/mesh).
 import { access, post, del, session, ApiError } from './api.js';
-import { h, say, show, field } from './ui.js';
+import { h, say, show, field, newPage } from './ui.js';
 import { databasesPage } from './databases.js';
 import { documentsPage, documentPage } from './documents.js';
+import { replicationsPage } from './replications.js';
+import { meshPage } from './mesh.js';
 
 /** What the current page needs to stop when another one replaces it (feeds, timers). */
 let stopCurrent = () => {};
@@ -41,10 +44,15 @@ function loginPage() {
 async function route() {
   stopCurrent();
   stopCurrent = () => {};
+  newPage();
   try {
     if (!(await refreshAccess())) return loginPage();
     const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
-    if (parts[0] === 'db' && parts[1]) {
+    if (parts[0] === 'replications') {
+      stopCurrent = await replicationsPage();
+    } else if (parts[0] === 'mesh') {
+      stopCurrent = await meshPage();
+    } else if (parts[0] === 'db' && parts[1]) {
       const db = parts[1];
       if (parts[2] === 'doc' && parts.length > 3) stopCurrent = await documentPage(db, parts.slice(3).join('/'));
       else if (parts[2] === 'new') stopCurrent = await documentPage(db, null);

@@ -18,15 +18,17 @@ export async function databasesPage() {
   const nodes = [table];
   if (session.who.serverAdmin) {
     const name = field('New database name', { name: 'dbname', required: true, pattern: '[a-z][a-z0-9_$\\(\\)+\\/\\-]*' });
+    const policy = h('select', { name: 'policy' },
+      h('option', { value: 'resolve' }, 'resolve (automatic, every peer alike)'), h('option', { value: 'keep' }, 'keep (conflicts wait for a person)'));
     nodes.unshift(h('form', { class: 'inline', onsubmit: async (event) => {
       event.preventDefault();
       try {
-        await put(dbPath(name.input.value));
+        await put(`${dbPath(name.input.value)}?conflict_policy=${policy.value}`);
         say(`Database ${name.input.value} created.`, 'good');
         name.input.value = '';
         await refresh();
       } catch (e) { say(`Could not create the database: ${e.message}`, 'bad'); }
-    } }, name.label, h('button', { type: 'submit' }, 'Create database')));
+    } }, name.label, h('label', {}, 'Conflict policy', policy), h('button', { type: 'submit' }, 'Create database')));
   }
   show('Databases', ...nodes);
 

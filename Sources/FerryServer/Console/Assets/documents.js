@@ -1,7 +1,9 @@
 // Documents of one database: a page of IDs (by ID, or a Mango selector's matches), live as the
 // database changes; and one document as JSON, to edit (writers) or to read.
 import { get, put, post, del, dbPath, docPath, can, ApiError } from './api.js';
-import { h, say, show, field } from './ui.js';
+import { h, say, show, field, keepStatus } from './ui.js';
+import { attachmentsSection } from './attachments.js';
+import { leaves, treeGraph, conflictView } from './revisions.js';
 
 const PAGE = 20;
 
@@ -87,10 +89,17 @@ export async function documentsPage(db) {
   return follow(db, () => load().catch(() => {}));
 }
 
-/** One document (`id` null: a new one) as JSON; writers may save and delete it. */
+/** Shows the current page again (after a save, an upload, a resolution). */
+const rerender = async () => {
+  keepStatus();
+  window.dispatchEvent(new HashChangeEvent('hashchange'));
+};
+
+/** One document (`id` null: a new one) as JSON, its attachments, its revision tree and any
+ * conflict; writers may save, delete, upload and resolve. */
 export async function documentPage(db, id) {
   const writable = can(db, 'writer');
-  let doc = id === null ? {} : await get(docPath(db, id) + '?conflicts=true');
+  const doc = id === null ? {} : await get(docPath(db, id) + '?conflicts=true');
   const editor = field(id === null ? 'New document (JSON; give an _id or one is made)' : `Document ${id} (JSON)`,
     { multiline: true, class: 'json', name: 'json', spellcheck: false, readOnly: !writable });
   editor.input.value = JSON.stringify(doc, null, 2);
@@ -116,11 +125,10 @@ export async function documentPage(db, id) {
       }
       try {
         const saved = body._id ? await put(docPath(db, body._id), body) : await post(dbPath(db), body);
-        doc = await get(docPath(db, saved.id) + '?conflicts=true');
-        editor.input.value = JSON.stringify(doc, null, 2);
-        describe();
         say(`Saved ${saved.id} as revision ${saved.rev}.`, 'good');
+        keepStatus();
         if (id === null) location.hash = `#/db/${encodeURIComponent(db)}/doc/${encodeURIComponent(saved.id)}`;
+        else window.dispatchEvent(new HashChangeEvent('hashchange'));
       } catch (e) {
         if (e instanceof ApiError && e.status === 409) {
           say('Not saved: this document was changed since you opened it (your revision is stale). Reload it to see the current version, then edit again.', 'bad');
@@ -131,15 +139,14 @@ export async function documentPage(db, id) {
     } }, 'Save'));
     if (id !== null) {
       controls.append(h('button', { type: 'button', class: 'secondary', onclick: async () => {
-        doc = await get(docPath(db, id) + '?conflicts=true');
-        editor.input.value = JSON.stringify(doc, null, 2);
-        describe();
+        await rerender();
         say('Reloaded the current revision.');
       } }, 'Reload'), h('button', { type: 'button', class: 'danger', onclick: async () => {
         if (!window.confirm(`Delete document ${id}?`)) return;
         try {
           await del(`${docPath(db, id)}?rev=${encodeURIComponent(doc._rev)}`);
           say(`Deleted ${id}.`, 'good');
+          keepStatus();
           location.hash = `#/db/${encodeURIComponent(db)}`;
         } catch (e) {
           say(e instanceof ApiError && e.status === 409 ? 'Not deleted: the document changed since you opened it. Reload it first.' : `Not deleted: ${e.message}`, 'bad');
@@ -147,7 +154,14 @@ export async function documentPage(db, id) {
       } }, 'Delete'));
     }
   }
+  const more = [];
+  if (id !== null) {
+    more.push(attachmentsSection(db, doc, writable, rerender));
+    const all = await leaves(db, id);
+    if (all.filter((l) => !l.deleted).length > 1) more.push(conflictView(db, id, all, doc._rev, writable, rerender));
+    more.push(h('section', { 'aria-label': 'Revision tree' }, h('h2', {}, 'Revision tree'), treeGraph(all, doc._rev)));
+  }
   show(id === null ? `New document in ${db}` : id,
-    h('p', {}, h('a', { href: `#/db/${encodeURIComponent(db)}` }, `Documents in ${db}`)), info, editor.label, controls);
+    h('p', {}, h('a', { href: `#/db/${encodeURIComponent(db)}` }, `Documents in ${db}`)), info, editor.label, controls, ...more);
   return () => {};
 }

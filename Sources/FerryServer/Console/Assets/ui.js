@@ -17,6 +17,18 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+/** Whether the next page keeps the status line (it reports what led there). */
+let carry = false;
+
+/** Keeps the status line through the next page change (a save that opens the saved document). */
+export function keepStatus() { carry = true; }
+
+/** Clears the status line for a new page, unless `keepStatus` asked to keep it. */
+export function newPage() {
+  if (carry) carry = false;
+  else say('');
+}
+
 /** Says `message` in the status line (read out by screen readers); `kind`: 'bad' or 'good'. */
 export function say(message, kind = '') {
   const status = document.getElementById('status');
