@@ -161,7 +161,7 @@ class Console:
         """Presses Tab through the page and lists the visible, enabled controls never focused."""
         controls = self.d.execute_script("""
             const all = [...document.querySelectorAll('a[href], button, input, textarea, select')];
-            return all.filter(e => !e.disabled && e.offsetParent !== null);""")
+            return all.filter(e => !e.disabled && e.checkVisibility());""")
         # From the first control (Chromium starts sequential navigation where focus last was,
         # even after a blur); key presses go to whatever has focus (an element's send_keys would
         # upload to a file input).
@@ -268,6 +268,8 @@ def journey(c, daemon):
     check(d.request("GET", "/journal/first")[0] == 404, "the console deleted the document")
 
     conflicts(c, d)
+    users_and_security(c, d)
+    metrics(c, d)
 
     # A reader.
     d.ok("PUT", "/notes/memo", {"text": "read me"})
@@ -342,6 +344,58 @@ def conflicts(c, d):
     c.wait("the resolution", lambda: (c.status() or "").startswith(f"Kept {left}"))
     after = d.json("/clash/c?conflicts=true")
     check(after.get("v") == "left" and "_conflicts" not in after, f"kept the chosen leaf, no conflict left: {after}")
+
+
+def users_and_security(c, d):
+    """Add a user from the users page, give it access to a database from that database's
+    security object, then remove it: its login works, then reads, then fails."""
+    def login(name, password):
+        return d.request("POST", "/_session", {"name": name, "password": password}, admin=False)[0]
+    c.go("#/users")
+    c.wait("the users page", lambda: c.heading() == "Users")
+    c.set_text("User name", "wendy")
+    c.set_text("Password", "wendy-pass-12")
+    c.set_text("Roles", "editors")
+    c.button("Add user").click()
+    c.wait("the new user", lambda: "wendy" in c.d.execute_script(
+        "return [...document.querySelectorAll('main tbody tr')].map(r => r.dataset.user).join(' ')"))
+    check(login("wendy", "wendy-pass-12") == 200, "a user added from the page can log in")
+    check(d.json("/_users/org.couchdb.user:wendy").get("roles") == ["editors"], "with the roles given")
+    rita_row = c.d.find_element(By.CSS_SELECTOR, "main tr[data-user=rita]").text
+    check("notes: reader" in rita_row, f"the users page shows per-database roles: {rita_row!r}")
+    check(d.request("GET", "/journal", basic=("wendy", "wendy-pass-12"))[0] == 403, "and no access to journal yet")
+    c.audit("users page")
+    c.go("#/db/journal")
+    c.wait("the documents page", lambda: c.heading() == "Documents in journal")
+    c.d.find_element(By.CSS_SELECTOR, "main details.security summary").click()
+    c.set_text("Security object", json.dumps({"admins": {"names": [], "roles": []}, "members": {"names": [], "roles": ["editors"]}}))
+    c.button("Save security").click()
+    c.wait("the saved security object", lambda: (c.status() or "").startswith("Security of journal saved"))
+    check(d.request("GET", "/journal", basic=("wendy", "wendy-pass-12"))[0] == 200, "the security object saved from the page lets the role in")
+    c.go("#/users")
+    c.wait("the users page", lambda: c.heading() == "Users")
+    c.wait("wendy's row", lambda: c.d.find_elements(By.CSS_SELECTOR, "main button[aria-label='Remove user wendy']"))
+    c.d.find_element(By.CSS_SELECTOR, "main button[aria-label='Remove user wendy']").click()
+    c.d.switch_to.alert.accept()
+    c.wait("the removal", lambda: (c.status() or "").startswith("User wendy removed"))
+    check(login("wendy", "wendy-pass-12") == 401, "a user removed from the page cannot log in")
+
+
+def metrics(c, d):
+    """The metrics page draws its charts and the request rate moves with requests."""
+    c.go("#/metrics")
+    c.wait("the charts", lambda: len(c.d.find_elements(By.CSS_SELECTOR, "main svg.spark")) == 4)
+    requests = lambda: c.d.execute_script(
+        "const f = document.querySelector('main .chart figcaption'); return f ? parseFloat(f.textContent.split(': ')[1]) : 0")
+
+    def busy():
+        for _ in range(20):
+            d.request("GET", "/journal")
+        return requests() > 0
+    WebDriverWait(c.d, WAIT, poll_frequency=0.1).until(lambda _: busy())
+    labels = [e.get_attribute("aria-label") for e in c.d.find_elements(By.CSS_SELECTOR, "main svg.spark")]
+    check(all(" now " in (l or "") for l in labels), f"every chart says its values: {labels}")
+    c.audit("metrics page")
 
 
 def cross_origin(daemon):
@@ -421,6 +475,36 @@ def two_peers(browser, ferry, tmp, shots):
         c.wait("the resumed replication to bring the late documents", lambda: a.doc_count("inbox") == total + 10)
         check(True, "resuming from the page brought the documents written while paused")
 
+        # A conflict kept on both peers, resolved on A's page; the resolution reaches B.
+        for peer in (a, b):
+            peer.ok("PUT", "/kept?conflict_policy=keep")
+        a.ok("PUT", "/_replicator/kept-b", {"database": "kept", "peer": f"ws://{ADMIN}:{ADMIN_PASSWORD}@127.0.0.1:{b_port}/kept",
+                                           "direction": "both", "continuous": True})
+        root, left, right = "1-" + "a" * 32, "2-" + "b" * 32, "2-" + "c" * 32
+        a.ok("POST", "/kept/_bulk_docs", {"new_edits": False, "docs": [
+            {"_id": "c", "_rev": root, "v": 0},
+            {"_id": "c", "_rev": left, "_revisions": {"start": 2, "ids": ["b" * 32, "a" * 32]}, "v": "left"},
+            {"_id": "c", "_rev": right, "_revisions": {"start": 2, "ids": ["c" * 32, "a" * 32]}, "v": "right"}]})
+        # B, the passive side, stores one branch only (it never takes a conflict from the wire:
+        # Protocol/revisions.md, "Convergence rules"); keeping the other one on A must reach it.
+        ferryd.poll_until("B to have the document", WAIT, lambda: b.has("kept", "c"))
+        on_b = b.json("/kept/c")["_rev"]
+        keep = right if on_b == left else left
+        c.go("#/db/kept/doc/c")
+        c.wait("the conflict view", lambda: c.d.find_elements(By.CSS_SELECTOR, f'main button[aria-label="Keep revision {keep}"]'))
+        c.d.find_element(By.CSS_SELECTOR, f'main button[aria-label="Keep revision {keep}"]').click()
+        c.wait("the resolution", lambda: (c.status() or "").startswith(f"Kept {keep}"))
+        after_a = a.json("/kept/c?conflicts=true")
+        check(after_a["_rev"] == keep and "_conflicts" not in after_a, f"resolved on A: {after_a}")
+        seen = {}
+
+        def resolved_on_b():
+            seen["doc"] = b.json("/kept/c?conflicts=true")
+            return seen["doc"]["_rev"] == keep and "_conflicts" not in seen["doc"]
+        took = ferryd.poll_until("the resolution to reach B", WAIT, resolved_on_b)
+        log(f"the resolution made on A's page (keep {keep[:8]}, B had {on_b[:8]}) reached B in {took:.1f} s")
+        check(True, "the resolution reached B")
+
         c.go("#/mesh")
         c.wait("the mesh page", lambda: c.heading() == "Mesh")
         link = lambda: c.d.execute_script("const t = document.querySelector('main tbody tr td:nth-child(4)'); return t ? t.textContent : null")
@@ -443,6 +527,29 @@ def two_peers(browser, ferry, tmp, shots):
     finally:
         a.stop()
         b.stop()
+
+
+def anonymous(browser, ferry, tmp, shots):
+    """With anonymous access on (role reader), the console opens without a login, read-only."""
+    data = os.path.join(tmp, "anonymous-data")
+    shutil.rmtree(data, ignore_errors=True)
+    d = ferryd.Daemon(ferry, data, name="anonymous", port=0, log_dir=tmp, death_signal=signal.SIGKILL, dbs=["open"],
+                      flags=["--no-advertise", "--allow-anonymous", "--anonymous-role", "reader"]).start()
+    try:
+        d.ok("PUT", "/open/hello", {"text": "hi"})
+        c = Console(browser, d, shots)
+        c.d.delete_all_cookies()
+        c.go("")
+        c.wait("the databases page without a login", lambda: c.heading() == "Databases")
+        c.wait("the open database", lambda: "open" in c.table_ids())
+        check(c.d.find_element(By.ID, "who").text == "anonymous" and c.button("Log out") is None,
+              "anonymous: named so, nothing to log out of")
+        c.go("#/db/open/doc/hello")
+        c.wait("the document", lambda: c.heading() == "hello")
+        check(c.button("Save") is None and c.field("Document hello").get_property("readOnly"),
+              "anonymous readers get the read-only editor")
+    finally:
+        d.stop()
 
 
 def first_paint(c, daemon):
@@ -493,6 +600,7 @@ def main():
         first_paint(c, daemon)
         c.logout()
         two_peers(browser, ferry, tmp, shots)
+        anonymous(browser, ferry, tmp, shots)
     except (ferryd.SetupError, ferryd.CheckFailed, WebDriverException) as e:
         check(False, f"{type(e).__name__}: {e}")
     finally:

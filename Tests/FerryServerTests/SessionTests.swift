@@ -69,7 +69,9 @@ struct SessionTests {
         #expect(SessionCookie.parse(cookieHeader: "AuthSession=%%%") == .malformed)
 
         let header = SessionCookie.setCookie(c.value, now: 0, timeout: 600)
-        #expect(header == "AuthSession=\(c.value); Version=1; Expires=Thu, 01-Jan-1970 00:10:00 GMT; Max-Age=600; Path=/; HttpOnly")
+        #expect(header == "AuthSession=\(c.value); Version=1; Expires=Thu, 01-Jan-1970 00:10:00 GMT; Max-Age=600; Path=/; HttpOnly; SameSite=Lax")
+        #expect(SessionCookie.setCookie(c.value, now: 0, timeout: 600, secure: true, sameSite: .none).hasSuffix("HttpOnly; Secure; SameSite=None"))
+        #expect(SessionCookie.setCookie(c.value, now: 0, timeout: 600, sameSite: .unset).hasSuffix("; Path=/; HttpOnly"))
     }
 
     @Test func loginSessionAndLogoutOverREST() async throws {
@@ -84,7 +86,7 @@ struct SessionTests {
         #expect(login.status == 200)
         #expect(login.text == #"{"name":"will","ok":true,"roles":[]}"#)
         let setCookie = try #require(login.header("Set-Cookie"))
-        #expect(setCookie.hasSuffix("; Version=1; Expires=\(setCookie.split(separator: ";")[2].dropFirst(9)); Max-Age=600; Path=/; HttpOnly"))
+        #expect(setCookie.hasSuffix("; Version=1; Expires=\(setCookie.split(separator: ";")[2].dropFirst(9)); Max-Age=600; Path=/; HttpOnly; SameSite=Lax"))
         let value = try #require(Self.cookie(setCookie))
         let jar = [("Cookie", "AuthSession=\(value)")]
 

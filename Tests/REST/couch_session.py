@@ -130,6 +130,8 @@ def main():
         ok = admin.put("/_users/org.couchdb.user:bob", json={"name": "bob", "password": "pw", "roles": [], "type": "user"})
         check(ok.status_code in (201, 202), f"CouchDB user bob: {ok.status_code} {ok.text}")
         admin.put("/_node/_local/_config/chttpd_auth/timeout", content=json.dumps(str(TIMEOUT)))
+        # Ferry's default SameSite=Lax (--cookie-same-site), as CouchDB sends it so configured.
+        admin.put("/_node/_local/_config/chttpd_auth/same_site", content=json.dumps("lax"))
         shutil.rmtree(os.path.join(TMP, "session-ferry"), ignore_errors=True)  # a fresh daemon each run
         ferry = ferryd.serve(
             FERRY, os.path.join(TMP, "session-ferry"), TMP, "session-ferry",

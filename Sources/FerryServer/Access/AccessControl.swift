@@ -43,6 +43,8 @@ public final class AccessControl: Sendable {
         /// Seconds an `AuthSession` cookie stays valid after it is issued or renewed
         /// (CouchDB's `[chttpd_auth] timeout`, default 600).
         public var sessionTimeout = 600
+        /// The session cookie's `SameSite` attribute (CouchDB's `[chttpd_auth] same_site`).
+        public var cookieSameSite = SessionCookie.SameSite.lax
         /// When failed logins from one address or for one user start getting 429
         /// (`FailureThrottle`).
         public var failureLimits = FailureThrottle.Limits()
@@ -247,7 +249,7 @@ public final class AccessControl: Sendable {
         let now = Self.now()
         guard verify(c, now: now), c.needsRenewal(now: now, timeout: sessionTimeout),
               let fresh = issueCookie(for: c.user, now: now) else { return nil }
-        return SessionCookie.setCookie(fresh, now: now, timeout: sessionTimeout, secure: secure)
+        return SessionCookie.setCookie(fresh, now: now, timeout: sessionTimeout, secure: secure, sameSite: policy.cookieSameSite)
     }
 
     /// Seconds since 1970, as cookie timestamps count.

@@ -99,12 +99,37 @@ public struct SessionCookie: Sendable, Equatable {
         return .cookie(SessionCookie(user: user, timestamp: timestamp, mac: Array(bytes[(second + 1)...])))
     }
 
+    /// The cookie's `SameSite` attribute (CouchDB's `[chttpd_auth] same_site`).
+    public enum SameSite: String, Sendable, CaseIterable {
+        /// Sent on same-site requests and top-level navigations: not on another site's
+        /// fetches or form posts (cross-site request forgery).
+        case lax
+        /// Sent on same-site requests only.
+        case strict
+        /// Sent on every request (browsers require `Secure` with it: HTTPS).
+        case none
+        /// No attribute, as CouchDB by default (browsers then treat it as `lax`, mostly).
+        case unset
+
+        /// The attribute's value, nil for `unset`.
+        var attribute: String? {
+            switch self {
+            case .lax: return "Lax"
+            case .strict: return "Strict"
+            case .none: return "None"
+            case .unset: return nil
+            }
+        }
+    }
+
     /// The `Set-Cookie` value carrying `value` (empty to clear it), with CouchDB's
     /// attributes: `Version=1; Expires=…; Max-Age=…; Path=/; HttpOnly` (and `Secure` over TLS,
-    /// where a browser must not send it in clear).
-    public static func setCookie(_ value: String, now: Int64, timeout: Int64, secure: Bool = false) -> String {
+    /// where a browser must not send it in clear), then `SameSite`.
+    public static func setCookie(_ value: String, now: Int64, timeout: Int64, secure: Bool = false,
+                                 sameSite: SameSite = .lax) -> String {
         var s = "\(name)=\(value); Version=1; Expires=\(expires(now + timeout)); Max-Age=\(timeout); Path=/; HttpOnly"
         if secure { s += "; Secure" }
+        if let attribute = sameSite.attribute { s += "; SameSite=\(attribute)" }
         return s
     }
 

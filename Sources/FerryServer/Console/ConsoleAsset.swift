@@ -29,5 +29,7 @@ struct ConsoleAsset: Sendable {
         "attachments.js": ConsoleAsset("text/javascript; charset=utf-8", PackageResources.attachments_js),
         "replications.js": ConsoleAsset("text/javascript; charset=utf-8", PackageResources.replications_js),
         "mesh.js": ConsoleAsset("text/javascript; charset=utf-8", PackageResources.mesh_js),
+        "users.js": ConsoleAsset("text/javascript; charset=utf-8", PackageResources.users_js),
+        "metrics.js": ConsoleAsset("text/javascript; charset=utf-8", PackageResources.metrics_js),
     ]
 }

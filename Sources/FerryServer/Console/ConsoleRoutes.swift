@@ -24,6 +24,7 @@ enum ConsoleRoutes {
             }
             let name = s.count == 1 ? "index.html" : s[1...].joined(separator: "/")
             if name == "access" { return await access(request, router) }
+            if name == "users" { return await databaseRoles(request, router) }
             if s.count >= 4, s[1] == "attachments" { return await fetchedAttachments(request, router, db: s[2], id: s[3...].joined(separator: "/")) }
             guard let asset = ConsoleAsset.byName[name] else { return RESTError.notFound("missing").response }
             var headers = securityHeaders
@@ -53,6 +54,19 @@ enum ConsoleRoutes {
             do { attachments = try db.attachments(of: doc) } catch { throw RESTError(error) }
             return .json(200, .object(Dictionary(uniqueKeysWithValues: attachments.map { ($0.name, JSONValue.bool($0.isFetched)) })),
                          headers: [("Cache-Control", "no-store")])
+        } catch {
+            return error.response
+        }
+    }
+
+    /// `GET /_utils/users` (server admins): `{NAME: {DB: ROLE}}`, each user's per-database Ferry
+    /// roles from the users file (`ferry user add --role`), which `/_users` documents leave out.
+    static func databaseRoles(_ request: RESTRequest, _ router: RESTRouter) async -> RESTResponse {
+        do throws(RESTError) {
+            let identity = try await router.identify(request)
+            guard router.access.isServerAdmin(identity) else { throw .forbidden("You are not a server admin.") }
+            let users = router.access.users.mapValues { u in JSONValue.object(u.roles.mapValues { .string($0.description) }) }
+            return .json(200, .object(users), headers: [("Cache-Control", "no-store")])
         } catch {
             return error.response
         }

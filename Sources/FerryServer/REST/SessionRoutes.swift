@@ -11,7 +11,8 @@ extension RESTRouter {
         case "POST": return try await login(r)
         case "DELETE":
             if let next = r[query: "next"], !next.hasPrefix("/") { throw .badRequest("path must begin with a /.") }
-            let clear = SessionCookie.setCookie("", now: AccessControl.now(), timeout: Int64(access.policy.sessionTimeout), secure: r.isSecure)
+            let clear = SessionCookie.setCookie("", now: AccessControl.now(), timeout: Int64(access.policy.sessionTimeout), secure: r.isSecure,
+                                                sameSite: access.policy.cookieSameSite)
             return redirected(r, .json(200, Array(#"{"ok":true}"#.utf8), headers: [("Set-Cookie", clear)]))
         default:
             throw .methodNotAllowed("GET,HEAD,POST,DELETE")
@@ -57,7 +58,7 @@ extension RESTRouter {
         }
         let timeout = Int64(access.policy.sessionTimeout)
         let now = AccessControl.now()
-        let refused = SessionCookie.setCookie("", now: now, timeout: timeout, secure: r.isSecure)
+        let refused = SessionCookie.setCookie("", now: now, timeout: timeout, secure: r.isSecure, sameSite: access.policy.cookieSameSite)
         // No name at all is a malformed login, as CouchDB answers it; a wrong pair is 401.
         guard name != nil else { throw .badRequest("request body must contain a username") }
         guard let name, let password else {
@@ -74,7 +75,7 @@ extension RESTRouter {
             guard let value = access.issueCookie(for: user, now: now) else { throw .unauthorized() }
             let context = userContext(.user(user))
             let body: JSONValue = .object(["ok": true, "name": .string(user), "roles": context.objectValue?["roles"] ?? .array([])])
-            let cookie = SessionCookie.setCookie(value, now: now, timeout: timeout, secure: r.isSecure)
+            let cookie = SessionCookie.setCookie(value, now: now, timeout: timeout, secure: r.isSecure, sameSite: access.policy.cookieSameSite)
             return redirected(r, .json(200, body, headers: [("Set-Cookie", cookie)]))
         }
     }

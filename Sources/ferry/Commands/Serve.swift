@@ -59,6 +59,10 @@ struct Serve: AsyncParsableCommand {
         "Seconds a session cookie (POST /_session, CouchDB's AuthSession) stays valid; renewed on use once a tenth of it has passed.",
         valueName: "seconds"))
     var sessionTimeout = 600
+    @Option(help: ArgumentHelp(
+        "The session cookie's SameSite attribute: lax (default; another site's pages cannot use it), strict, none (HTTPS only, for pages on other sites with CORS credentials) or unset (CouchDB's default).",
+        valueName: "lax|strict|none|unset"))
+    var cookieSameSite = "lax"
     @OptionGroup(title: "TLS (serving)") var serverTLS: ServerTLSOptions
     @OptionGroup(title: "TLS (peers given with --replicate, --peer or found with --discover)") var clientTLS: ClientTLSOptions
     @OptionGroup(title: "Discovery and static peers") var discovery: DiscoveryOptions
@@ -110,6 +114,7 @@ struct Serve: AsyncParsableCommand {
         if take("--heartbeat") { s.heartbeat = heartbeat }
         if take("--retry-max-wait") { s.retryMaxWait = retryMaxWait }
         if take("--session-timeout") { s.sessionTimeout = sessionTimeout }
+        if take("--cookie-same-site") { s.cookieSameSite = cookieSameSite }
         if let c = serverTLS.tlsCert { s.tlsCert = c }
         if let k = serverTLS.tlsKey { s.tlsKey = k }
         if let ca = serverTLS.clientCa { s.clientCA = ca }
@@ -154,6 +159,7 @@ struct Serve: AsyncParsableCommand {
         policy.allowAnonymous = settings.allowAnonymous
         policy.anonymousRole = Role(name: settings.anonymousRole) ?? .writer
         policy.sessionTimeout = settings.sessionTimeout
+        policy.cookieSameSite = SessionCookie.SameSite(rawValue: settings.cookieSameSite) ?? .lax
         var config = FerryDaemon.Configuration(location: location)
         settings.limits.apply(to: &config, policy: &policy)
         let access: AccessControl

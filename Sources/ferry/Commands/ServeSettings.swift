@@ -21,6 +21,7 @@ struct ServeSettings {
     var heartbeat: Double = 30
     var retryMaxWait: Double = 5
     var sessionTimeout = 600
+    var cookieSameSite = "lax"
     var tlsCert: String?
     var tlsKey: String?
     var clientCA: String?
@@ -35,7 +36,7 @@ struct ServeSettings {
     /// silently ignored, and the daemon run with a default the operator meant to change).
     static let fileKeys: Set<String> = Set(ServeLimits.keys.map(\.name)).union(["host", "port", "data", "db", "name", "users", "allow-anonymous", "anonymous-role",
                                         "heartbeat", "retry-max-wait", "session-timeout", "tls", "replicate", "log-format", "log-level",
-                                        "conflict-policy", "cors"])
+                                        "conflict-policy", "cors", "cookie-same-site"])
     static let tlsKeys: Set<String> = ["cert", "key", "client-ca"]
 
     /// Applies a JSON config file, read with swift-configuration's `FileProvider`.
@@ -91,6 +92,7 @@ struct ServeSettings {
         heartbeat = config.double(forKey: "heartbeat") ?? heartbeat
         retryMaxWait = config.double(forKey: "retry-max-wait") ?? retryMaxWait
         sessionTimeout = config.int(forKey: "session-timeout") ?? sessionTimeout
+        cookieSameSite = config.string(forKey: "cookie-same-site") ?? cookieSameSite
         tlsCert = config.string(forKey: "tls.cert") ?? tlsCert
         tlsKey = config.string(forKey: "tls.key") ?? tlsKey
         clientCA = config.string(forKey: "tls.client-ca") ?? clientCA
@@ -111,6 +113,7 @@ struct ServeSettings {
         if heartbeat < 0 { throw ValidationError("--heartbeat must be 0 (off) or positive") }
         if retryMaxWait < 1 { throw ValidationError("--retry-max-wait must be at least 1 second") }
         if !(1...31_536_000).contains(sessionTimeout) { throw ValidationError("--session-timeout must be 1…31536000 seconds") }
+        if SessionCookie.SameSite(rawValue: cookieSameSite) == nil { throw ValidationError("--cookie-same-site is lax, strict, none or unset") }
         if !(0...65535).contains(port) { throw ValidationError("--port must be 0…65535") }
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
         if clientCA != nil && tlsCert == nil { throw ValidationError("--client-ca needs --tls-cert and --tls-key") }

@@ -728,7 +728,9 @@ def start_couchdb(tool, tmp):
     c = CouchDB(tool, os.path.join(tmp, "couch"))
     for section, key, value in (("cluster", "q", "1"), ("chttpd_auth_lockout", "mode", "off"),
                                 ("chttpd", "max_http_request_size", "67108864"), ("chttpd", "enable_cors", "true"),
-                                ("cors", "origins", CORS_ORIGIN), ("cors", "credentials", "true")):
+                                ("cors", "origins", CORS_ORIGIN), ("cors", "credentials", "true"),
+                                # Ferry's default SameSite=Lax session cookie, as CouchDB sends it so configured.
+                                ("chttpd_auth", "same_site", "lax")):
         c.set_config(section, key, value)
     return c
 

@@ -1,12 +1,14 @@
 // The console's shell: who is logged in, the login form, and the page for the location's hash
 // (#/ databases, #/db/NAME documents, #/db/NAME/doc/ID a document, #/db/NAME/new,
-// #/replications, #/mesh).
+// #/replications, #/mesh, #/users, #/metrics).
 import { access, post, del, session, ApiError } from './api.js';
 import { h, say, show, field, newPage } from './ui.js';
 import { databasesPage } from './databases.js';
 import { documentsPage, documentPage } from './documents.js';
 import { replicationsPage } from './replications.js';
 import { meshPage } from './mesh.js';
+import { usersPage } from './users.js';
+import { metricsPage } from './metrics.js';
 
 /** What the current page needs to stop when another one replaces it (feeds, timers). */
 let stopCurrent = () => {};
@@ -52,6 +54,10 @@ async function route() {
       stopCurrent = await replicationsPage();
     } else if (parts[0] === 'mesh') {
       stopCurrent = await meshPage();
+    } else if (parts[0] === 'users') {
+      stopCurrent = await usersPage();
+    } else if (parts[0] === 'metrics') {
+      stopCurrent = await metricsPage();
     } else if (parts[0] === 'db' && parts[1]) {
       const db = parts[1];
       if (parts[2] === 'doc' && parts.length > 3) stopCurrent = await documentPage(db, parts.slice(3).join('/'));

@@ -4,6 +4,7 @@ import { get, put, post, del, dbPath, docPath, can, ApiError } from './api.js';
 import { h, say, show, field, keepStatus } from './ui.js';
 import { attachmentsSection } from './attachments.js';
 import { leaves, treeGraph, conflictView } from './revisions.js';
+import { securitySection } from './users.js';
 
 const PAGE = 20;
 
@@ -77,6 +78,7 @@ export async function documentsPage(db) {
 
   const header = [h('p', {}, h('a', { href: '#/' }, 'All databases'))];
   if (can(db, 'writer')) header.push(h('p', {}, h('a', { href: `#/db/${encodeURIComponent(db)}/new` }, 'New document')));
+  if (can(db, 'admin')) header.push(await securitySection(db));
   show(`Documents in ${db}`, ...header, filterForm,
     h('div', { class: 'table-wrap' }, h('table', {},
       h('caption', { class: 'muted' }, `Documents of ${db}, by ID`),

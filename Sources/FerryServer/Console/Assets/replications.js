@@ -1,7 +1,7 @@
 // Replications (server admins): every job with its state, a progress bar, documents per
 // second and the last error, read again every second (rows are updated in place, so focus
-// stays); add one (one-shot, continuous or periodic with a budget; selector, document IDs,
-// attachment download rules), pause, resume, remove.
+// stays); add one (one-shot, continuous or periodic with a budget; selector, named filter and
+// its parameters, document IDs, attachment download rules), pause, resume, remove.
 import { get, post, del, session, ApiError } from './api.js';
 import { h, say, show, field } from './ui.js';
 
@@ -23,6 +23,8 @@ function addForm(refresh) {
   const every = field('Every (seconds, periodic)', { name: 'every', type: 'number', min: 1, value: 60 });
   const budget = field('Budget (seconds, 0 = until caught up)', { name: 'budget', type: 'number', min: 0, value: 0 });
   const selector = field('Selector (JSON, optional)', { name: 'selector' });
+  const filter = field('Filter (name, optional)', { name: 'filter' });
+  const params = field('Filter parameters (JSON object, optional)', { name: 'query_params' });
   const docIDs = field('Document IDs (comma-separated, optional)', { name: 'doc_ids' });
   const rules = field('Attachment download rules (JSON array, optional)', { name: 'download' });
   const form = h('form', { class: 'inline', 'aria-label': 'Add a replication', onsubmit: async (event) => {
@@ -32,11 +34,13 @@ function addForm(refresh) {
     if (mode.value === 'periodic') doc.schedule = { every: Number(every.input.value), budget: Number(budget.input.value) };
     try {
       if (selector.input.value.trim()) doc.selector = JSON.parse(selector.input.value);
+      if (params.input.value.trim()) doc.query_params = JSON.parse(params.input.value);
       if (rules.input.value.trim()) doc.download = JSON.parse(rules.input.value);
     } catch (e) {
-      say(`Not added: the selector or the rules are not valid JSON (${e.message}).`, 'bad');
+      say(`Not added: the selector, the filter parameters or the rules are not valid JSON (${e.message}).`, 'bad');
       return;
     }
+    if (filter.input.value.trim()) doc.filter = filter.input.value.trim();
     const ids = docIDs.input.value.split(',').map((s) => s.trim()).filter(Boolean);
     if (ids.length) doc.doc_ids = ids;
     try {
@@ -45,7 +49,7 @@ function addForm(refresh) {
       await refresh();
     } catch (e) { say(`Not added: ${e.message}`, 'bad'); }
   } }, id.label, h('label', {}, 'Database', database), peer.label, h('label', {}, 'Direction', direction),
-  h('label', {}, 'Mode', mode), every.label, budget.label, selector.label, docIDs.label, rules.label,
+  h('label', {}, 'Mode', mode), every.label, budget.label, selector.label, filter.label, params.label, docIDs.label, rules.label,
   h('button', { type: 'submit' }, 'Add replication'));
   return form;
 }
