@@ -1,11 +1,12 @@
 import FerryStore
 
 /// The web console at `/_utils/` (CouchDB's path for Fauxton): its files, under a strict
-/// Content-Security-Policy (no inline script or style, nothing from elsewhere), and
-/// `/_utils/access`, what the console needs to know that the CouchDB API does not say: who
-/// is logged in and their role on each database (so a reader is shown no edit controls; the
-/// routes refuse the edits all the same). Everything else the console does goes through the
-/// REST API with the session cookie, as any client's requests.
+/// Content-Security-Policy (no inline script or style, nothing from elsewhere), and three
+/// answers the CouchDB API does not give: `access` (who is logged in and their role on each
+/// database, so a reader is shown no edit controls; the routes refuse the edits all the same),
+/// `attachments/DB/DOC` (which attachments' bytes are here) and `users` (per-database roles).
+/// Everything else the console does goes through the REST API with the session cookie, as
+/// any client's requests.
 enum ConsoleRoutes {
     /// Only this server's own files and requests; no inline code, no frames, no plugins.
     static let contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
