@@ -2,19 +2,10 @@
 // and why), and the replications between them as a graph — each link coloured by its jobs'
 // state, with their lag — read again every second. Peers' own consoles are linked.
 import { get, session, ApiError } from './api.js';
-import { h, say, show } from './ui.js';
+import { h, say, show, svg } from './ui.js';
 import { peerOf } from './replications.js';
 
 const POLL_MS = 1000;
-const SVG = 'http://www.w3.org/2000/svg';
-
-function svg(tag, attrs = {}, ...children) {
-  const el = document.createElementNS(SVG, tag);
-  for (const [key, value] of Object.entries(attrs)) el.setAttribute(key, value);
-  for (const child of children) el.append(child instanceof Node ? child : document.createTextNode(String(child)));
-  return el;
-}
-
 /** Whether job `job` replicates with peer `p` (its peer URL names one of p's addresses and its port). */
 function jobWith(job, p) {
   try {

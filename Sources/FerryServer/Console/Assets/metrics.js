@@ -2,11 +2,10 @@
 // small charts — requests, replicated revisions, conflicts and open connections. The samples
 // are kept while the console is open, across pages.
 import { session, ApiError } from './api.js';
-import { h, say, show } from './ui.js';
+import { h, say, show, svg } from './ui.js';
 
 const EVERY_MS = 2000;
 const KEEP = 150;            // five minutes of samples
-const SVG = 'http://www.w3.org/2000/svg';
 const samples = [];          // {at, requests, revisions, conflicts, connections}
 
 /** Sums of the Prometheus text's series whose names are given. */
@@ -46,12 +45,9 @@ function chart(title, unit, values) {
   const max = Math.max(1, ...values);
   const last = values.length ? values[values.length - 1] : 0;
   const points = values.map((v, i) => `${(i / Math.max(1, KEEP - 1)) * width},${height - (v / max) * (height - 4) - 2}`).join(' ');
-  const graph = document.createElementNS(SVG, 'svg');
-  for (const [k, v] of Object.entries({ viewBox: `0 0 ${width} ${height}`, width, height, role: 'img', class: 'spark',
-    'aria-label': `${title}: now ${last.toFixed(1)} ${unit}, at most ${max.toFixed(1)} over the last ${values.length} samples` })) graph.setAttribute(k, v);
-  const line = document.createElementNS(SVG, 'polyline');
-  line.setAttribute('points', points);
-  graph.append(line);
+  const graph = svg('svg', { viewBox: `0 0 ${width} ${height}`, width, height, role: 'img', class: 'spark',
+    'aria-label': `${title}: now ${last.toFixed(1)} ${unit}, at most ${max.toFixed(1)} over the last ${values.length} samples` },
+  svg('polyline', { points }));
   return h('figure', { class: 'chart' }, h('figcaption', {}, `${title}: ${last.toFixed(1)} ${unit}`), graph);
 }
 

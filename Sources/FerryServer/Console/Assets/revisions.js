@@ -2,16 +2,7 @@
 // conflict view: the live leaves side by side, each one's differences from the winner, "keep
 // this one" and a merge.
 import { get, put, del, docPath } from './api.js';
-import { h, say } from './ui.js';
-
-const SVG = 'http://www.w3.org/2000/svg';
-
-function svg(tag, attrs = {}, ...children) {
-  const el = document.createElementNS(SVG, tag);
-  for (const [key, value] of Object.entries(attrs)) el.setAttribute(key, value);
-  for (const child of children) el.append(child instanceof Node ? child : document.createTextNode(String(child)));
-  return el;
-}
+import { h, say, svg } from './ui.js';
 
 /** The document's leaves: `{rev, deleted, body, history}` (history newest first). */
 export async function leaves(db, id) {

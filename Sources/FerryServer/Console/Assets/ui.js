@@ -17,6 +17,16 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+const SVG = 'http://www.w3.org/2000/svg';
+
+/** An SVG element: `attrs` are attributes, children are nodes or text. */
+export function svg(tag, attrs = {}, ...children) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs)) el.setAttribute(key, value);
+  for (const child of children) el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  return el;
+}
+
 /** Whether the next page keeps the status line (it reports what led there). */
 let carry = false;
 
