@@ -47,10 +47,11 @@ extension RESTRouter {
         "\"" + String(AccessControl.sha256Hex(body).prefix(25)).uppercased() + "\""
     }
 
-    /// A random 128-bit document ID in lowercase hex, as CouchDB makes them.
-    static func newID() -> String {
-        UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-    }
+    /// A new document ID: 32 lowercase hex digits from CouchDB's sequential algorithm.
+    static func newID() -> String { uuids.next() }
+
+    /// The process's one sequence of server-made IDs, as CouchDB keeps one per node.
+    static let uuids = SequentialUUIDs()
 
     /// `PUT /{db}`; `?conflict_policy=resolve|keep` picks the new database's `ConflictPolicy`
     /// (a Ferry extension; CouchDB ignores query parameters it does not know).
