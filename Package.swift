@@ -82,7 +82,7 @@ let package = Package(
         // Mango's string order is ICU's root collation, as CouchDB's: the ICU that ships in
         // every Swift toolchain for Foundation (_FoundationICU), so no other library is needed.
         .target(name: "FerryStore",
-                dependencies: ["CSQLite", "COpenSSL", .product(name: "Logging", package: "swift-log")],
+                dependencies: ["CSQLite", "COpenSSL", "CFerrySystem", .product(name: "Logging", package: "swift-log")],
                 linkerSettings: [.linkedLibrary("_FoundationICU")]),
         // Replication: the Couchbase Mobile protocol on BLIP between two stores.
         .target(name: "FerrySync",
@@ -123,7 +123,7 @@ let package = Package(
                           path: "Examples/WSSEcho"),
         // Helpers shared by the test targets (package root, hex golden vectors).
         .target(name: "FerryTestSupport", dependencies: ["COpenSSL"], path: "Tests/FerryTestSupport"),
-        .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore", "CSQLite", "ferry-store-writer", "FerryTestSupport"]),
+        .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore", "CSQLite", "CFerrySystem", "ferry-store-writer", "FerryTestSupport"]),
         .testTarget(name: "FerryNetTests", dependencies: ["FerryNet", "FerryTestSupport"]),
         .testTarget(name: "FerryHTTPTests", dependencies: ["FerryHTTP", "FerryNet", "FerryTestSupport"]),
         .testTarget(name: "FerryDNSTests", dependencies: ["FerryDNS", "FerryTestSupport"]),

@@ -95,6 +95,12 @@ int ferry_lower_thread_priority(int nice) {
     return setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice);
 }
 
+#include <pthread.h>
+
+int ferry_name_thread(const char *name) { return pthread_setname_np(pthread_self(), name); }
+
+int ferry_thread_name(char *buffer, size_t length) { return pthread_getname_np(pthread_self(), buffer, length); }
+
 const void *ferry_memmem(const void *hay, size_t hay_length, const void *needle, size_t needle_length) {
     return memmem(hay, hay_length, needle, needle_length);
 }

@@ -100,8 +100,8 @@ struct CheckpointRecoveryTests {
             let conn = try await BLIPConnection.connect(to: naomi.url + "/_blipsync", app: SyncListener.app)
             _ = try await checkpointer.start(connection: conn, reset: false)
             #expect(checkpointer.started == expected)
-            try checkpointer.flushPushed()
-            _ = try checkpointer.recordPushed(upTo: 1, settled: true)
+            try await checkpointer.flushPushed()
+            _ = try await checkpointer.recordPushed(upTo: 1, settled: true)
             await checkpointer.saveToPeer(connection: conn)
             await conn.close()
         }

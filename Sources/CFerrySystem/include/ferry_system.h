@@ -71,4 +71,11 @@ const void *ferry_memmem(const void *hay, size_t hay_length, const void *needle,
 
 /// Lowers the calling thread's scheduling priority to `nice` (Linux: per thread). 0 on success.
 int ferry_lower_thread_priority(int nice);
+
+/// Names the calling thread (at most 15 bytes are kept), as `top -H`, perf and /proc show it
+/// (pthread_setname_np, which Swift's Glibc module does not export). 0 on success.
+int ferry_name_thread(const char *name);
+
+/// The calling thread's name into `buffer` (`length` bytes, NUL-terminated). 0 on success.
+int ferry_thread_name(char *buffer, size_t length);
 #endif

@@ -15,10 +15,10 @@ extension RESTRouter {
         case "GET", "HEAD": return try readAttachment(c, docID, name)
         case "PUT":
             try requireWriteAccess(c, to: docID)
-            return try putAttachment(c, docID, name)
+            return try await putAttachment(c, docID, name)
         case "DELETE":
             try requireWriteAccess(c, to: docID)
-            return try deleteAttachment(c, docID, name)
+            return try await deleteAttachment(c, docID, name)
         default: throw .methodNotAllowed("DELETE,GET,HEAD,PUT")
         }
     }
@@ -89,7 +89,7 @@ extension RESTRouter {
         }
     }
 
-    private func putAttachment(_ c: Context, _ docID: String, _ name: String) throws(RESTError) -> RESTResponse {
+    private func putAttachment(_ c: Context, _ docID: String, _ name: String) async throws(RESTError) -> RESTResponse {
         guard !name.hasPrefix("_") else { throw .badRequest("Attachment name must not start with '_'") }
         let revText = try Self.namedRevision(c.request, body: nil)
         var doc = try Self.revisionToEdit(c.db, docID, revText, newAllowed: true)
@@ -104,7 +104,8 @@ extension RESTRouter {
                 members[name] = .object(meta)
                 doc.properties["_attachments"] = .object(members)
             }
-            let saved = try c.db.save(doc, concurrencyControl: .failOnConflict)
+            let edited = doc
+            let saved = try await c.db.write { (d) throws(StoreError) in try d.save(edited, concurrencyControl: .failOnConflict) }
             let rev = saved.revisionID?.description ?? ""
             let location = "/" + [c.name, docID, name].map(PercentDecoding.encodeSegment).joined(separator: "/")
             // CouchDB answers an attachment write with Location but no ETag.
@@ -112,13 +113,14 @@ extension RESTRouter {
         } catch { throw RESTError(error) }
     }
 
-    private func deleteAttachment(_ c: Context, _ docID: String, _ name: String) throws(RESTError) -> RESTResponse {
+    private func deleteAttachment(_ c: Context, _ docID: String, _ name: String) async throws(RESTError) -> RESTResponse {
         guard let revText = try Self.namedRevision(c.request, body: nil) else { throw .conflict }
         var doc = try Self.revisionToEdit(c.db, docID, revText, newAllowed: false)
         guard doc.properties["_attachments"]?.objectValue?[name] != nil else { throw .notFound("Document is missing attachment") }
         doc.removeAttachment(name)
+        let edited = doc
         do {
-            let saved = try c.db.save(doc, concurrencyControl: .failOnConflict)
+            let saved = try await c.db.write { (d) throws(StoreError) in try d.save(edited, concurrencyControl: .failOnConflict) }
             let rev = saved.revisionID?.description ?? ""
             // CouchDB answers an attachment deletion without ETag.
             return .json(200, .object(["ok": true, "id": .string(docID), "rev": .string(rev)]))

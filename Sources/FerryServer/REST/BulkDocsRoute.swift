@@ -5,7 +5,7 @@ import FerryStore
 /// result; with `"new_edits": false` they are replicated revisions with their histories, and
 /// only failures are listed, as CouchDB does.
 extension RESTRouter {
-    func bulkDocs(_ c: Context) throws(RESTError) -> RESTResponse {
+    func bulkDocs(_ c: Context) async throws(RESTError) -> RESTResponse {
         try Self.allow(c.request, ["POST"])
         try require(.writer, c)
         let body = try Self.jsonObject(c.request)
@@ -47,8 +47,9 @@ extension RESTRouter {
             if let id = o["_id"]?.stringValue, id.hasPrefix("_local/") {
                 var props = o
                 for k in ["_id", "_rev", "_revisions"] { props[k] = nil }
+                let localID = String(id.dropFirst(7)), properties = props
                 do {
-                    let rev = try c.db.putLocalDocument(String(id.dropFirst(7)), properties: props)
+                    let rev = try await c.db.write { (d) throws(StoreError) in try d.putLocalDocument(localID, properties: properties) }
                     if newEdits { locals.append(.object(["ok": true, "id": .string(id), "rev": .string(rev)])) }
                 } catch { locals.append(Self.itemError(id, RESTError(error))) }
                 continue
@@ -68,7 +69,8 @@ extension RESTRouter {
                                                                                 parentRevs: Self.parentRevisions(nil, o), following: [:]))
             items.append((incoming.id ?? Self.newID(), incoming))
         }
-        let answer = newEdits ? try saveAll(c.db, items, mayWriteDesign: mayWriteDesign) : try insertAll(c.db, items, refused: forbidden)
+        let answer = newEdits ? try await saveAll(c.db, items, mayWriteDesign: mayWriteDesign)
+                              : try await insertAll(c.db, items, refused: forbidden)
         guard !locals.isEmpty, case .bytes(let bytes) = answer.body, case .array(let rows)? = try? JSONParser.parse(bytes) else { return answer }
         return .json(answer.status, .array(locals + rows))
     }
@@ -84,10 +86,10 @@ extension RESTRouter {
     }
 
     private func saveAll(_ db: Database, _ items: [(id: String, incoming: DocumentJSON.Incoming)],
-                         mayWriteDesign: Bool) throws(RESTError) -> RESTResponse {
+                         mayWriteDesign: Bool) async throws(RESTError) -> RESTResponse {
         let results: [JSONValue]
         do {
-            results = try db.inBatch { (b) throws(StoreError) -> [JSONValue] in
+            results = try await db.write { (db) throws(StoreError) in try db.inBatch { (b) throws(StoreError) -> [JSONValue] in
                 var out: [JSONValue] = []
                 out.reserveCapacity(items.count)
                 for (id, incoming) in items {
@@ -111,14 +113,14 @@ extension RESTRouter {
                     }
                 }
                 return out
-            }
+            } }
         } catch { throw RESTError(error) }
         return .json(201, .array(results))
     }
 
     /// `refused`: the items already answered (a writer's design documents).
     private func insertAll(_ db: Database, _ items: [(id: String, incoming: DocumentJSON.Incoming)],
-                           refused alreadyRefused: [JSONValue]) throws(RESTError) -> RESTResponse {
+                           refused alreadyRefused: [JSONValue]) async throws(RESTError) -> RESTResponse {
         var revisions: [ReplicatedRevision] = []
         var refused = alreadyRefused
         for (id, incoming) in items {
@@ -136,7 +138,8 @@ extension RESTRouter {
                                                 isDeleted: incoming.deleted))
         }
         let outcomes: [Result<InsertOutcome, StoreError>]
-        do { outcomes = try db.insert(revisions) } catch { throw RESTError(error) }
+        let replicated = revisions
+        do { outcomes = try await db.write { (d) throws(StoreError) in try d.insert(replicated) } } catch { throw RESTError(error) }
         for (r, outcome) in zip(revisions, outcomes) {
             if case .failure(let e) = outcome { refused.append(Self.itemError(r.documentID, RESTError(e))) }
         }

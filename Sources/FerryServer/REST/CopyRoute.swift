@@ -8,7 +8,7 @@ import Foundation
 /// `ETag`, `Location` and `{"ok":true,"id","rev"}`; 409 when the destination exists and `R` is
 /// not its current revision.
 extension RESTRouter {
-    func copyDocument(_ c: Context, _ sourceID: String) throws(RESTError) -> RESTResponse {
+    func copyDocument(_ c: Context, _ sourceID: String) async throws(RESTError) -> RESTResponse {
         guard let header = c.request.header("Destination"), !header.isEmpty else {
             throw .badRequest("Destination header is mandatory for COPY.")
         }
@@ -27,7 +27,7 @@ extension RESTRouter {
             }
             let parent = try destinationRev.map { (t) throws(StoreError) in try RevisionID(t) }
             let copy = Document(id: destination, basedOn: parent, properties: Self.withoutRevpos(source.properties))
-            let saved = try c.db.save(copy, concurrencyControl: .failOnConflict)
+            let saved = try await c.db.write { (d) throws(StoreError) in try d.save(copy, concurrencyControl: .failOnConflict) }
             let rev = saved.revisionID?.description ?? ""
             return .json(201, .object(["ok": true, "id": .string(destination), "rev": .string(rev)]),
                          headers: [("ETag", "\"\(rev)\""), ("Location", Self.documentLocation(db: c.name, id: destination))])

@@ -40,7 +40,7 @@ extension RESTRouter {
             if ["GET", "HEAD"].contains(c.request.method) { return Self.designRedirect(c.request) }
             id = first
         }
-        guard let next = rest.first else { return try document(c, id) }
+        guard let next = rest.first else { return try await document(c, id) }
         if let reason = Self.designFunctionReasons[next] {
             // As CouchDB: a design document that is not there is 404 before anything else.
             let exists: Bool

@@ -6,16 +6,16 @@ import FerryStore
 /// `COPY` to the `Destination` header's ID (CopyRoute). Design documents (`_design/NAME`) are
 /// served here too; writing one needs the admin role (`requireWriteAccess`).
 extension RESTRouter {
-    func document(_ c: Context, _ id: String) throws(RESTError) -> RESTResponse {
+    func document(_ c: Context, _ id: String) async throws(RESTError) -> RESTResponse {
         switch c.request.method {
         case "GET", "HEAD": return try readDocument(c, id)
         case "PUT":
             try requireWriteAccess(c, to: id)
-            return try writeDocument(c, id: id, body: try documentBody(c, id: id))  // JSON or multipart/related
+            return try await writeDocument(c, id: id, body: try documentBody(c, id: id))  // JSON or multipart/related
         case "DELETE":
             try requireWriteAccess(c, to: id)
-            return try deleteDocument(c, id)
-        case "COPY": return try copyDocument(c, id)
+            return try await deleteDocument(c, id)
+        case "COPY": return try await copyDocument(c, id)
         case "POST": throw try Self.formUploadRefusal(c.request)
         default: throw .methodNotAllowed("DELETE,GET,HEAD,POST,PUT,COPY")
         }
@@ -32,12 +32,13 @@ extension RESTRouter {
             var props = body
             for k in ["_id", "_rev"] { props[k] = nil }
             let rev: String
-            do { rev = try c.db.putLocalDocument(String(id.dropFirst(7)), properties: props) } catch { throw RESTError(error) }
+            let localID = String(id.dropFirst(7)), properties = props
+            do { rev = try await c.db.write { (d) throws(StoreError) in try d.putLocalDocument(localID, properties: properties) } } catch { throw RESTError(error) }
             return .json(201, .object(["ok": true, "id": .string(id), "rev": .string(rev)]),
                          headers: [("Location", Self.documentLocation(db: c.name, id: id))])
         }
         try requireWriteAccess(c, to: id)
-        return try writeDocument(c, id: id, body: body)
+        return try await writeDocument(c, id: id, body: body)
     }
 
     /// Throws 403 unless the context's role may write document `id`: the writer role, and for a
@@ -189,7 +190,7 @@ extension RESTRouter {
         return first
     }
 
-    func writeDocument(_ c: Context, id: String, body: [String: JSONValue]) throws(RESTError) -> RESTResponse {
+    func writeDocument(_ c: Context, id: String, body: [String: JSONValue]) async throws(RESTError) -> RESTResponse {
         // Inline and following attachment bytes become blobs before the save (AttachmentBodies).
         try DocumentJSON.checkRevisionsShape(body["_revisions"])
         let incoming = DocumentJSON.incoming(try storingAttachmentData(c, id: id, body: body))
@@ -199,9 +200,9 @@ extension RESTRouter {
         do throws(RESTError) {
             if c.request[query: "new_edits"] == "false" {
                 guard let revText else { throw RESTError.badRequest("new_edits=false needs the document's _rev") }
-                result = try insertReplicated(c.db, id: id, rev: revText, incoming: incoming)
+                result = try await insertReplicated(c.db, id: id, rev: revText, incoming: incoming)
             } else {
-                result = try save(c.db, id: id, rev: revText, incoming: incoming)
+                result = try await save(c.db, id: id, rev: revText, incoming: incoming)
             }
         } catch {
             // CouchDB answers `batch=ok` before it writes, so a conflict there is never told.
@@ -219,12 +220,14 @@ extension RESTRouter {
     }
 
     /// Saves a new revision whose parent is `rev` (nil: a new document), failing on conflict.
-    func save(_ db: Database, id: String, rev revText: String?, incoming: DocumentJSON.Incoming) throws(RESTError) -> (id: String, rev: String) {
+    func save(_ db: Database, id: String, rev revText: String?, incoming: DocumentJSON.Incoming) async throws(RESTError) -> (id: String, rev: String) {
         do {
             let parent = try revText.map { (t) throws(StoreError) in try RevisionID(t) }
             let doc = Document(id: id, basedOn: parent, properties: incoming.properties)
-            let saved = incoming.deleted ? try db.delete(doc, concurrencyControl: .failOnConflict)
-                                         : try db.save(doc, concurrencyControl: .failOnConflict)
+            let deleted = incoming.deleted
+            let saved = try await db.write { (db) throws(StoreError) in
+                deleted ? try db.delete(doc, concurrencyControl: .failOnConflict) : try db.save(doc, concurrencyControl: .failOnConflict)
+            }
             return (id, saved.revisionID?.description ?? "")
         } catch { throw Self.documentError(error) }
     }
@@ -237,11 +240,11 @@ extension RESTRouter {
     }
 
     /// Stores a revision made elsewhere with its history (`new_edits=false`), as replication does.
-    func insertReplicated(_ db: Database, id: String, rev: String, incoming: DocumentJSON.Incoming) throws(RESTError) -> (id: String, rev: String) {
+    func insertReplicated(_ db: Database, id: String, rev: String, incoming: DocumentJSON.Incoming) async throws(RESTError) -> (id: String, rev: String) {
         let history = try DocumentJSON.replicatedHistory(rev: rev, revisions: incoming.revisions)
         let properties = DocumentJSON.replicatedProperties(incoming)
         let r = ReplicatedRevision(documentID: id, history: history, body: CanonicalJSON.encode(properties), isDeleted: incoming.deleted)
-        do { _ = try db.insert(r) } catch { throw Self.documentError(error) }
+        do { _ = try await db.write { (d) throws(StoreError) in try d.insert(r) } } catch { throw Self.documentError(error) }
         return (id, rev)
     }
 
@@ -249,7 +252,7 @@ extension RESTRouter {
     /// deleted again), 409 without a revision; the current revision is deleted as a save, and
     /// a losing conflict leaf (conflict policy `keep`) by a tombstone child of that leaf, so
     /// the branch is closed and listed in `_deleted_conflicts`, as CouchDB does.
-    private func deleteDocument(_ c: Context, _ id: String) throws(RESTError) -> RESTResponse {
+    private func deleteDocument(_ c: Context, _ id: String) async throws(RESTError) -> RESTResponse {
         let current: Document?
         do { current = try c.db.document(id) } catch { throw RESTError(error) }
         guard let current else {
@@ -260,11 +263,11 @@ extension RESTRouter {
         guard let rev = try Self.parseRevision(revText) else { throw .conflict }
         let result: (id: String, rev: String)
         if rev != current.revisionID, let tree = try? c.db.revisionTree(of: id), tree.isLeaf(rev), tree.nodes[rev]?.isDeleted == false {
-            result = try deleteLosingLeaf(c.db, id: id, leaf: rev, tree: tree)
+            result = try await deleteLosingLeaf(c.db, id: id, leaf: rev, tree: tree)
         } else {
             var incoming = DocumentJSON.incoming([:])
             incoming.deleted = true
-            result = try save(c.db, id: id, rev: revText, incoming: incoming)
+            result = try await save(c.db, id: id, rev: revText, incoming: incoming)
         }
         return .json(200, .object(["ok": true, "id": .string(result.id), "rev": .string(result.rev)]),
                      headers: [("ETag", "\"\(result.rev)\"")])
@@ -274,11 +277,12 @@ extension RESTRouter {
     /// as a replicated revision: the store's saves continue the current revision only (its
     /// concurrency control), while CouchDB lets a client delete any leaf. The tombstone's ID is
     /// the one a save would compute for an empty deletion.
-    private func deleteLosingLeaf(_ db: Database, id: String, leaf: RevisionID, tree: RevisionTree) throws(RESTError) -> (id: String, rev: String) {
+    private func deleteLosingLeaf(_ db: Database, id: String, leaf: RevisionID, tree: RevisionTree) async throws(RESTError) -> (id: String, rev: String) {
         let body = CanonicalJSON.encode(.object([:]))
         let tombstone = RevisionID.make(parent: leaf, deleted: true, canonicalBody: body)
         let history = [tombstone.description] + tree.history(of: leaf).map(\.description)
-        do { _ = try db.insert(ReplicatedRevision(documentID: id, history: history, body: body, isDeleted: true)) } catch {
+        let tombstoneRevision = ReplicatedRevision(documentID: id, history: history, body: body, isDeleted: true)
+        do { _ = try await db.write { (d) throws(StoreError) in try d.insert(tombstoneRevision) } } catch {
             throw RESTError(error)
         }
         return (id, tombstone.description)

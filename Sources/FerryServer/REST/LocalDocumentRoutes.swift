@@ -30,7 +30,7 @@ extension RESTRouter {
         return .json(200, .object(["total_rows": .null, "offset": .null, "rows": .array(rows)]))
     }
 
-    func localDocument(_ c: Context, _ id: String) throws(RESTError) -> RESTResponse {
+    func localDocument(_ c: Context, _ id: String) async throws(RESTError) -> RESTResponse {
         do {
             switch c.request.method {
             case "GET", "HEAD":
@@ -47,7 +47,7 @@ extension RESTRouter {
                 try require(.reader, c)
                 let incoming = DocumentJSON.incoming(try Self.jsonObject(c.request, strict: false))
                 let expected = try Self.namedRevision(c.request, body: incoming.rev)
-                let rev = try c.db.putLocalDocument(id, properties: incoming.properties, expectedRevision: expected)
+                let rev = try await c.db.write { (d) throws(StoreError) in try d.putLocalDocument(id, properties: incoming.properties, expectedRevision: expected) }
                 var created = Self.withETag(.json(201, .object(["ok": true, "id": .string("_local/" + id), "rev": .string(rev)])))
                 created.headers.append(("Location", Self.documentLocation(db: c.name, id: "_local/" + id)))
                 return created
@@ -60,18 +60,20 @@ extension RESTRouter {
                 }
                 guard destination.hasPrefix("_local/") else {
                     try require(.writer, c)
-                    let saved = try c.db.save(Document(id: destination, properties: d.properties))
+                    let copy = Document(id: destination, properties: d.properties)
+                    let saved = try await c.db.write { (d) throws(StoreError) in try d.save(copy) }
                     let rev = saved.revisionID?.description ?? ""
                     return Self.withETag(.json(201, .object(["ok": true, "id": .string(destination), "rev": .string(rev)])))
                 }
-                let rev = try c.db.putLocalDocument(String(destination.dropFirst(7)), properties: d.properties)
+                let localID = String(destination.dropFirst(7)), properties = d.properties
+                let rev = try await c.db.write { (d) throws(StoreError) in try d.putLocalDocument(localID, properties: properties) }
                 var copied = RESTResponse.json(201, .object(["ok": true, "id": .string(destination), "rev": .string(rev)]))
                 copied.headers += [("ETag", "\"\(rev)\""), ("Location", Self.documentLocation(db: c.name, id: destination))]
                 return copied
             case "DELETE":
                 try require(.reader, c)
                 guard try c.db.localDocument(id) != nil else { throw RESTError.notFound("missing") }
-                try c.db.deleteLocalDocument(id)
+                try await c.db.write { (d) throws(StoreError) in try d.deleteLocalDocument(id) }
                 return Self.withETag(.json(200, .object(["ok": true, "id": .string("_local/" + id), "rev": "0-0"])))
             default:
                 throw RESTError.methodNotAllowed("COPY,DELETE,GET,HEAD,PUT")

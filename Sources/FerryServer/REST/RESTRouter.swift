@@ -205,7 +205,7 @@ public final class RESTRouter: Sendable {
                 guard s.count == 3, s[2] == "queries" else { throw .notFound("missing") }
                 guard r.method == "POST" else { throw .methodNotAllowed("POST") }
                 return try multiQuery(c, designOnly: second == "_design_docs")
-            case "_bulk_docs": return try bulkDocs(c)
+            case "_bulk_docs": return try await bulkDocs(c)
             case "_changes": return try await changes(c)
             case "_security" where s.count == 2: return try security(c)
             case "_missing_revs" where s.count == 2: return try missingRevs(c)
@@ -215,7 +215,7 @@ public final class RESTRouter: Sendable {
                     if s.count == 2, r.method == "PUT" { throw .badRequest("Invalid _local document id.") }
                     throw .notFound("missing")
                 }
-                return try localDocument(c, s[2])
+                return try await localDocument(c, s[2])
             default:
                 if let r = try await extendedDatabaseRoute(c, second) { return r }
                 // A write to `/db/_name` is a document ID CouchDB reserves, and answered so.
@@ -223,7 +223,7 @@ public final class RESTRouter: Sendable {
                 throw .notFound("no route \(r.head.target)")
             }
         }
-        if s.count == 2 { return try document(c, second) }
+        if s.count == 2 { return try await document(c, second) }
         return try await attachment(c, second, s[2...].joined(separator: "/"))
     }
 

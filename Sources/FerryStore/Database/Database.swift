@@ -72,7 +72,8 @@ public final class Database: Sendable {
         let db = Database(path: path, uuid: opened.uuid, options: options,
                           writer: Writer(connection: conn, lastSequence: opened.lastSequence,
                                          checkpointer: WALCheckpointer(path: path, thresholdPages: options.walAutoCheckpointPages,
-                                                                       synchronous: options.durability == .full ? "FULL" : "NORMAL")),
+                                                                       synchronous: options.durability == .full ? "FULL" : "NORMAL"),
+                                         niceness: options.writerNiceness),
                           conflictPolicy: opened.conflictPolicy)
         db.logger.debug("opened \(path) uuid=\(opened.uuid) lastSequence=\(opened.lastSequence)")
         return db
@@ -134,6 +135,20 @@ public final class Database: Sendable {
     /// Use it to save or insert many documents with one commit.
     public func inBatch<T: Sendable>(_ body: (Batch) throws(StoreError) -> T) throws(StoreError) -> T {
         try writer.transaction(context) { (txn) throws(StoreError) -> T in try body(Batch(txn)) }
+    }
+
+    /// Runs `body` on this database's writer queue and returns its result: how async code calls
+    /// the synchronous write API (`save`, `insert`, `inBatch`, `putLocalDocument`, …) without
+    /// blocking a thread of Swift's cooperative pool on the write lock, a commit or an fsync.
+    /// Each call inside `body` is its own transaction, as it would be anywhere; for one
+    /// transaction, call `inBatch` inside it. Reads need no such hop: they run on the reader
+    /// pool's connections and never wait for the writer.
+    ///
+    /// ```swift
+    /// let saved = try await db.write { (d) throws(StoreError) in try d.save(document) }
+    /// ```
+    public func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws(StoreError) -> T) async throws(StoreError) -> T {
+        try await writer.perform { () throws(StoreError) -> T in try body(self) }
     }
 
     // MARK: - Saving

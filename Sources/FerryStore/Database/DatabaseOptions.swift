@@ -34,6 +34,12 @@ public struct DatabaseOptions: Sendable {
     public var walAutoCheckpointPages: Int = 8192
     /// Page-cache size of the write connection, in KiB.
     public var writerCacheKiB: Int = 16384
+    /// Added to the nice value of the thread that runs async writes (`Database.write`), on
+    /// Linux, where it is per thread; 0 leaves it as the process's. Above 0, the threads that
+    /// serve reads (a replication's change feed, GETs) win the CPU over writes when every core
+    /// is busy, and writes still get all the CPU nobody else wants: `ferry serve
+    /// --writer-nice`, docs/performance.md "Reads under a write storm".
+    public var writerNiceness: Int32 = 0
 
     /// The conflict policy a *new* database file is created with (an existing file keeps the
     /// one recorded in it; `Database.setConflictPolicy(_:)` changes it).

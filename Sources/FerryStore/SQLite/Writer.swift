@@ -1,12 +1,16 @@
+import Dispatch
 import Synchronization
 
 /// The one serial writer of a database: owns the write connection and the sequence counter.
 /// Every mutation runs as one `BEGIN IMMEDIATE … COMMIT` under its lock; an error rolls back,
 /// so a throwing operation has written nothing.
 ///
-/// A mutex rather than an actor or queue hop: a cross-thread hop costs 15–50 µs on these
-/// machines (docs/architecture.md, "Threads"), several times an indexed SQLite write, and
-/// callers batch anyway.
+/// Synchronous callers (their own threads: the CLI, tests, an embedding app) take the lock
+/// directly. Async code goes through `perform`, which runs the work on the writer's own
+/// thread (`WriterThread`), never one of Swift's cooperative pool: waiting for the lock, a
+/// commit or an fsync never takes a thread the event loops' tasks need (2 on a 2-core
+/// machine). The hop costs 15–50 µs (docs/architecture.md, "Threads"), which callers amortise
+/// by batching.
 final class Writer: Sendable {
     struct State {
         var connection: Connection?
@@ -21,12 +25,15 @@ final class Writer: Sendable {
 
     private let state: Mutex<State>
     let notifier: ChangeNotifier
+    /// Where `perform` runs its work, one item at a time.
+    private let thread: WriterThread
 
     /// Checkpoints the WAL off the writer's thread, when the database has one.
     private let checkpointer: WALCheckpointer?
 
-    init(connection: Connection, lastSequence: Int64, checkpointer: WALCheckpointer? = nil) {
+    init(connection: Connection, lastSequence: Int64, checkpointer: WALCheckpointer? = nil, niceness: Int32 = 0) {
         state = Mutex(State(connection: connection, lastSequence: lastSequence))
+        thread = WriterThread(niceness: niceness)
         notifier = ChangeNotifier(lastSequence: lastSequence)
         self.checkpointer = checkpointer
         checkpointer?.install(on: connection.handle)
@@ -66,6 +73,22 @@ final class Writer: Sendable {
         if let published { notifier.publish(published) }
         return result
     }
+
+    /// Runs `body` on the writer's own queue and returns its result, suspending the caller (not
+    /// blocking its thread) meanwhile. A cancelled caller still gets the work done: what it
+    /// asked to write is written, and its answer says so.
+    func perform<T: Sendable>(_ body: @escaping @Sendable () throws(StoreError) -> T) async throws(StoreError) -> T {
+        let result = await withCheckedContinuation { (c: CheckedContinuation<Result<T, StoreError>, Never>) in
+            let queued = thread.submit {
+                do throws(StoreError) { c.resume(returning: .success(try body())) } catch { c.resume(returning: .failure(error)) }
+            }
+            if !queued { c.resume(returning: .failure(.closed)) }
+        }
+        return try result.get()
+    }
+
+    /// Async work queued for the writer's thread and not yet started.
+    var queuedWork: Int { thread.queuedWork }
 
     /// Re-reads the sequence counter if another process committed since we last looked (the
     /// file may be shared with other `ferry` commands, SQLite WAL). Returns whether it moved.
@@ -109,6 +132,8 @@ final class Writer: Sendable {
             defer { s.connection = nil }
             return s.connection
         }
+        // Work still queued runs and finds the database closed.
+        thread.stop()
         // The checkpointer's connection closes first, so closing the write connection — the
         // last one — checkpoints the WAL into the main file and removes it.
         if let conn { checkpointer?.uninstall(from: conn.handle) }

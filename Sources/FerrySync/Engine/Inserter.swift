@@ -137,7 +137,7 @@ final class Inserter: Sendable {
                 await waitForWork(threshold: batch, timeout: ReplicatorTuning.lingerTime)
             }
             guard let (items, commit) = takeNow() else { return }
-            if !items.isEmpty || commit { insert(items) }
+            if !items.isEmpty || commit { await insert(items) }
         }
     }
 
@@ -189,10 +189,13 @@ final class Inserter: Sendable {
         }
     }
 
-    private func insert(_ items: [Item]) {
+    /// Inserts one batch in one transaction, on the database's writer queue (so this task's
+    /// pool thread is free meanwhile), then answers each item.
+    private func insert(_ items: [Item]) async {
         let results: [Result<InsertOutcome, StoreError>]
+        let remote = self.remote, resolver = self.resolver, allowConflicts = self.allowConflicts, afterInsert = self.afterInsert
         do {
-            results = try database.inBatch { (b) throws(StoreError) -> [Result<InsertOutcome, StoreError>] in
+            results = try await database.write { (db) throws(StoreError) in try db.inBatch { (b) throws(StoreError) -> [Result<InsertOutcome, StoreError>] in
                 // Index upkeep waits for the next query: kept here it would cost the one
                 // writer, the pull's bottleneck, ~9 µs a document (docs/performance.md).
                 b.defersIndexUpdates = true
@@ -213,7 +216,7 @@ final class Inserter: Sendable {
                 }
                 try afterInsert?(b, items, out)
                 return out
-            }
+            } }
         } catch {
             for item in items { item.completion(.failure(error)) }
             return

@@ -289,7 +289,8 @@ final class Pusher: Sendable {
         reporter.completed(judged)
         synced += try await sendRevs(toSend.map { ($0.change, $0.known, JSONValue.int($0.change.sequence)) }, trees: trees,
                                      noConflicts: true, pulling: alsoPulling)
-        do { try database.setRemoteRevisions(synced, remote: remote, purgeCountBefore: purges) } catch { throw .store(error) }
+        let acknowledged = synced
+        do { try await database.write { (d) throws(StoreError) in try d.setRemoteRevisions(acknowledged, remote: remote, purgeCountBefore: purges) } } catch { throw .store(error) }
     }
 
     /// Whether a leaf is worth sending to a peer: any leaf but one that closed a losing branch

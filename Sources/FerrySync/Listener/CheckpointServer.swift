@@ -7,7 +7,7 @@ import FerryStore
 /// replaces; a stale one is refused with 409.
 enum CheckpointServer {
     /// Answers one `getCheckpoint` or `setCheckpoint` request.
-    static func handle(_ request: BLIPIncomingRequest, database: Database) {
+    static func handle(_ request: BLIPIncomingRequest, database: Database) async {
         let m = request.message
         guard let client = m.properties[ReplicationProtocol.Property.client], !client.isEmpty else {
             return request.respondHTTPError(400, "missing client")
@@ -27,7 +27,7 @@ enum CheckpointServer {
             if rev == nil, try database.localDocument(id) != nil {
                 return request.respondHTTPError(409, "revision ID mismatch")
             }
-            let newRev = try database.putLocalDocument(id, properties: props, expectedRevision: rev)
+            let newRev = try await database.write { (d) throws(StoreError) in try d.putLocalDocument(id, properties: props, expectedRevision: rev) }
             request.respond(properties: [(ReplicationProtocol.Property.rev, newRev)])
         } catch .conflict {
             request.respondHTTPError(409, "revision ID mismatch")

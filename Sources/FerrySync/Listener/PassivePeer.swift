@@ -36,7 +36,7 @@ final class PassivePeer: Sendable {
         checkpoints = continuation
         // Store work never runs on the event loop; checkpoint messages are handled in order.
         checkpointWorker = Task { [database] in
-            for await request in stream { CheckpointServer.handle(request, database: database) }
+            for await request in stream { await CheckpointServer.handle(request, database: database) }
         }
     }
 

@@ -59,11 +59,14 @@ final class Checkpointer: Sendable {
     /// When pushed progress was last written, and whether some is not written yet.
     private let pushSaves = Mutex<(last: ContinuousClock.Instant?, dirty: Bool)>((nil, false))
     private let peerSave = Mutex<Task<Void, Never>?>(nil)
+    /// The least time between two saves of pushed progress before the push has caught up.
+    private let pushSaveInterval: Duration
 
     var localDocumentID: String { "checkpoint/" + id }
     var value: Value { state.withLock { $0.value } }
 
-    init(configuration c: ReplicatorConfiguration) {
+    init(configuration c: ReplicatorConfiguration, pushSaveInterval: Duration = ReplicatorTuning.pushSaveInterval) {
+        self.pushSaveInterval = pushSaveInterval
         var key = Array(c.database.uuid.uuidString.utf8)
         key += Array("\n\(c.target)\n\(c.pullFilter ?? "")\n".utf8)
         key += c.pullFilterParameters.sorted { $0.key < $1.key }.flatMap { Array("\($0.key)=\($0.value)\n".utf8) }
@@ -164,28 +167,29 @@ final class Checkpointer: Sendable {
     /// has passed since the last save. Each save is a transaction here and on the peer, which
     /// per batch cost a few percent of both sides' CPU; progress not yet saved when a push
     /// dies is only proposed again, and the peer answers that it has those revisions.
-    func recordPushed(upTo local: Int64, settled: Bool) throws(StoreError) -> Bool {
+    func recordPushed(upTo local: Int64, settled: Bool) async throws(StoreError) -> Bool {
         state.withLock { s in s.value.local = max(s.value.local, local) }
         let now = ContinuousClock.now
         let due = pushSaves.withLock { p -> Bool in
-            let due = settled || p.last.map { now - $0 >= ReplicatorTuning.pushSaveInterval } ?? true
+            let due = settled || p.last.map { now - $0 >= pushSaveInterval } ?? true
             p.dirty = !due
             if due { p.last = now }
             return due
         }
         guard due else { return false }
-        try savePushed()
+        try await savePushed()
         return true
     }
 
     /// Writes pushed progress not yet written (when a session ends).
-    func flushPushed() throws(StoreError) {
+    func flushPushed() async throws(StoreError) {
         guard pushSaves.withLock({ p -> Bool in defer { p.dirty = false }; return p.dirty }) else { return }
-        try savePushed()
+        try await savePushed()
     }
 
-    private func savePushed() throws(StoreError) {
-        try database.putLocalDocument(localDocumentID, properties: value.json)
+    private func savePushed() async throws(StoreError) {
+        let id = localDocumentID, properties = value.json
+        try await database.write { (d) throws(StoreError) in try d.putLocalDocument(id, properties: properties) }
     }
 
     /// Sends the current value to the peer (`setCheckpoint`), one save at a time; a 409 (the
@@ -206,7 +210,7 @@ final class Checkpointer: Sendable {
                     state.withLock { $0.remoteRev = rev; $0.savedToPeer = value }
                     // Remembered, so the next start can tell this copy from an older one a
                     // restored peer would show.
-                    if let rev { try? database.putLocalDocument(peerRevisionDocumentID, properties: ["rev": .string(rev)]) }
+                    if let rev { let id = peerRevisionDocumentID; _ = try? await database.write { (d) throws(StoreError) in try d.putLocalDocument(id, properties: ["rev": .string(rev)]) } }
                     return
                 } catch {
                     guard case .errorResponse(_, let code, _) = error, code == 409 || code == 404 else { return }

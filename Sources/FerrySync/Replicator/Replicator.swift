@@ -399,8 +399,8 @@ public final class Replicator: Sendable {
     }
 
     /// Writes pushed progress still only in memory.
-    private func flushPushedCheckpoint() {
-        do { try checkpointer.flushPushed() } catch {
+    private func flushPushedCheckpoint() async {
+        do { try await checkpointer.flushPushed() } catch {
             logger.warning("could not save the push checkpoint", metadata: ["error": "\(error)"])
         }
     }
@@ -441,7 +441,7 @@ public final class Replicator: Sendable {
                      continuous: c.continuous, batchSize: c.batchSize, select: select, reporter: reporter, logger: logger) {
                 sequence, settled in
                 let saved: Bool
-                do throws(StoreError) { saved = try checkpointer.recordPushed(upTo: sequence, settled: settled) }
+                do throws(StoreError) { saved = try await checkpointer.recordPushed(upTo: sequence, settled: settled) }
                 catch { throw ReplicationError.store(error) }
                 if saved { Task { await checkpointer.saveToPeer(connection: conn) } }
             }
@@ -504,7 +504,7 @@ public final class Replicator: Sendable {
                 // The peer's copy is brought up to date while the connection is still open
                 // (cancelling the group closes it): a copy left behind would look, on the next
                 // start, like one from a backup.
-                self.flushPushedCheckpoint()
+                await self.flushPushedCheckpoint()
                 await checkpointer.saveToPeer(connection: conn)
             }
             group.cancelAll()
@@ -512,7 +512,7 @@ public final class Replicator: Sendable {
         }
         // Pushed progress still only in memory is written, whatever ended the session: the
         // batches it covers completed.
-        flushPushedCheckpoint()
+        await flushPushedCheckpoint()
         await puller?.close()
         await conn.close()
         if Task.isCancelled { throw .stopped }

@@ -63,6 +63,10 @@ struct Serve: AsyncParsableCommand {
         "The session cookie's SameSite attribute: lax (default; another site's pages cannot use it), strict, none (HTTPS only, for pages on other sites with CORS credentials) or unset (CouchDB's default).",
         valueName: "lax|strict|none|unset"))
     var cookieSameSite = "lax"
+    @Option(help: ArgumentHelp(
+        "Added to the nice value of each database's writer thread (0-19): reads, a replication's change feed among them, then win the CPU over writes when every core is busy.",
+        valueName: "n"))
+    var writerNice = 0
     @OptionGroup(title: "TLS (serving)") var serverTLS: ServerTLSOptions
     @OptionGroup(title: "TLS (peers given with --replicate, --peer or found with --discover)") var clientTLS: ClientTLSOptions
     @OptionGroup(title: "Discovery and static peers") var discovery: DiscoveryOptions
@@ -115,6 +119,7 @@ struct Serve: AsyncParsableCommand {
         if take("--retry-max-wait") { s.retryMaxWait = retryMaxWait }
         if take("--session-timeout") { s.sessionTimeout = sessionTimeout }
         if take("--cookie-same-site") { s.cookieSameSite = cookieSameSite }
+        if take("--writer-nice") { s.writerNice = writerNice }
         if let c = serverTLS.tlsCert { s.tlsCert = c }
         if let k = serverTLS.tlsKey { s.tlsKey = k }
         if let ca = serverTLS.clientCa { s.clientCA = ca }
@@ -176,6 +181,7 @@ struct Serve: AsyncParsableCommand {
         config.tls = settings.tls
         config.heartbeat = settings.heartbeat
         config.databaseOptions.watchExternalWrites = true
+        config.databaseOptions.writerNiceness = Int32(settings.writerNice)
         config.databaseOptions.initialConflictPolicy = ConflictPolicy(rawValue: settings.conflictPolicy) ?? .resolve
         config.version = Ferry.version
         config.retryMaxWait = settings.retryMaxWait

@@ -22,6 +22,7 @@ struct ServeSettings {
     var retryMaxWait: Double = 5
     var sessionTimeout = 600
     var cookieSameSite = "lax"
+    var writerNice = 0
     var tlsCert: String?
     var tlsKey: String?
     var clientCA: String?
@@ -36,7 +37,7 @@ struct ServeSettings {
     /// silently ignored, and the daemon run with a default the operator meant to change).
     static let fileKeys: Set<String> = Set(ServeLimits.keys.map(\.name)).union(["host", "port", "data", "db", "name", "users", "allow-anonymous", "anonymous-role",
                                         "heartbeat", "retry-max-wait", "session-timeout", "tls", "replicate", "log-format", "log-level",
-                                        "conflict-policy", "cors", "cookie-same-site"])
+                                        "conflict-policy", "cors", "cookie-same-site", "writer-nice"])
     static let tlsKeys: Set<String> = ["cert", "key", "client-ca"]
 
     /// Applies a JSON config file, read with swift-configuration's `FileProvider`.
@@ -69,13 +70,13 @@ struct ServeSettings {
         for (key, value) in top {
             let ok: Bool
             switch (key, value) {
-            case ("port", .int), ("heartbeat", .int), ("heartbeat", .double), ("retry-max-wait", .int), ("retry-max-wait", .double), ("session-timeout", .int),
+            case ("port", .int), ("heartbeat", .int), ("heartbeat", .double), ("retry-max-wait", .int), ("retry-max-wait", .double), ("session-timeout", .int), ("writer-nice", .int),
                  ("allow-anonymous", .bool), ("tls", .object), ("cors", .object): ok = true
             case ("replicate", .array(let a)): ok = a.allSatisfy { if case .string = $0 { true } else { false } }
             case (let k, .int) where limitKeys.contains(k): ok = true
             case (let k, .double) where limitKeys.contains(k): ok = !(ServeLimits.keys.first { $0.name == k }?.isInteger ?? true)
             case (let k, _) where limitKeys.contains(k): ok = false
-            case ("port", _), ("session-timeout", _), ("heartbeat", _), ("retry-max-wait", _), ("allow-anonymous", _), ("replicate", _), ("tls", _), ("cors", _): ok = false
+            case ("port", _), ("session-timeout", _), ("heartbeat", _), ("retry-max-wait", _), ("writer-nice", _), ("allow-anonymous", _), ("replicate", _), ("tls", _), ("cors", _): ok = false
             case (_, .string): ok = true
             default: ok = false
             }
@@ -93,6 +94,7 @@ struct ServeSettings {
         retryMaxWait = config.double(forKey: "retry-max-wait") ?? retryMaxWait
         sessionTimeout = config.int(forKey: "session-timeout") ?? sessionTimeout
         cookieSameSite = config.string(forKey: "cookie-same-site") ?? cookieSameSite
+        writerNice = config.int(forKey: "writer-nice") ?? writerNice
         tlsCert = config.string(forKey: "tls.cert") ?? tlsCert
         tlsKey = config.string(forKey: "tls.key") ?? tlsKey
         clientCA = config.string(forKey: "tls.client-ca") ?? clientCA
@@ -113,6 +115,7 @@ struct ServeSettings {
         if heartbeat < 0 { throw ValidationError("--heartbeat must be 0 (off) or positive") }
         if retryMaxWait < 1 { throw ValidationError("--retry-max-wait must be at least 1 second") }
         if !(1...31_536_000).contains(sessionTimeout) { throw ValidationError("--session-timeout must be 1…31536000 seconds") }
+        if !(0...19).contains(writerNice) { throw ValidationError("--writer-nice must be 0…19") }
         if SessionCookie.SameSite(rawValue: cookieSameSite) == nil { throw ValidationError("--cookie-same-site is lax, strict, none or unset") }
         if !(0...65535).contains(port) { throw ValidationError("--port must be 0…65535") }
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
