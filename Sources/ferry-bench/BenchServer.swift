@@ -15,8 +15,9 @@ final class BenchServer {
     private var child: Process?
     private let data: String?
 
-    /// Starts `ferry serve` (the `ferry` binary beside this one) on a fresh data folder in `dir`.
-    init(ferryIn dir: String) throws {
+    /// Starts `ferry serve` (the `ferry` binary beside this one) on a fresh data folder in `dir`,
+    /// with `serveArguments` after its own.
+    init(ferryIn dir: String, serveArguments: [String] = []) throws {
         let data = (dir as NSString).appendingPathComponent("ferry-bench-serve-\(getpid())-\(UInt32.random(in: 0 ... .max))")
         try? FileManager.default.removeItem(atPath: data)
         self.data = data
@@ -34,7 +35,7 @@ final class BenchServer {
         try runFerry(["user", "add", "--data", data, "bench", "--password", "bench-secret", "--role", "*=admin"])
         let p = Process()
         p.executableURL = ferry
-        p.arguments = ["serve", "--data", data, "--port", "0"]
+        p.arguments = ["serve", "--data", data, "--port", "0"] + serveArguments
         let out = Pipe()
         p.standardOutput = out
         // Its log, access-log lines included, is written where a service's goes (a pipe),

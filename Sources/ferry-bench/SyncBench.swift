@@ -6,7 +6,8 @@
 //              transaction, what a puller does), no network;
 //   push     — this process pushes N documents to a `ferry serve` child process;
 //   pull     — a fresh database in this process pulls them back from that child;
-//   latency  — a continuous push-and-pull between two in-process peers: one document saved,
+//   latency  — a continuous push-and-pull between two in-process peers: a document saved (by
+//              one of --latency-writers concurrent writers, each waiting for its last),
 //              time until it is in the other peer's change feed (p50, p99);
 // with the peak RSS of each process while replicating (VmHWM; this process resets its own after
 // preparing the documents, through /proc/self/clear_refs; the child: /proc/<pid>/status).
@@ -15,6 +16,7 @@ import CJemalloc
 import FerryStore
 import FerrySync
 import Foundation
+import Synchronization
 
 struct SyncBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "sync",
@@ -22,6 +24,8 @@ struct SyncBench: AsyncParsableCommand {
 
     @Option(help: "Documents to replicate.") var count = 100_000
     @Option(help: "Single-document propagations to time.") var latencySamples = 500
+    @Option(help: "Concurrent writers of the propagation samples (each waits for its document to arrive before the next).")
+    var latencyWriters = 1
     @Option(help: "Folder for the temporary databases.") var dir = NSTemporaryDirectory()
     @Option(help: "Documents per `changes` message (the replicator's batch size).")
     var batchSize = ReplicatorConfiguration.defaultBatchSize
@@ -181,17 +185,28 @@ struct SyncBench: AsyncParsableCommand {
         let statuses = r.statusChanges()
         r.start()
         for await s in statuses where s.activity == .idle { break }
-        var samples: [Double] = []
-        var position = bDB.lastSequence
-        for i in 0..<(replicationOnly ? 0 : latencySamples) {
-            let t0 = Self.now()
-            try aDB.save(Document(id: "lat-\(i)", properties: props(i)))
-            feed: for try await change in bDB.liveChanges(since: position) {
-                position = change.sequence
-                if change.documentID == "lat-\(i)" { break feed }
-            }
-            samples.append((Self.now() - t0) * 1000)
+        // `latencyWriters` tasks, each saving a document and waiting for it on B before the next.
+        let arrivals = Arrivals()
+        let feedTask = Task {
+            for try await change in bDB.liveChanges(since: bDB.lastSequence) { arrivals.arrived(change.documentID, at: Self.now()) }
         }
+        let writers = max(1, latencyWriters), total = replicationOnly ? 0 : latencySamples
+        var samples: [Double] = try await withThrowingTaskGroup(of: [Double].self) { group in
+            for w in 0..<writers {
+                group.addTask {
+                    var mine: [Double] = []
+                    for i in stride(from: w, to: total, by: writers) {
+                        let id = "lat-\(i)", doc = Document(id: id, properties: props(i))
+                        let t0 = Self.now()
+                        try await aDB.write { (d) throws(StoreError) in try d.save(doc) }
+                        mine.append((await arrivals.wait(for: id) - t0) * 1000)
+                    }
+                    return mine
+                }
+            }
+            return try await group.reduce(into: []) { $0 += $1 }
+        }
+        feedTask.cancel()
         await r.stop()
         await listener.stop()
         aDB.close(); bDB.close()
@@ -212,7 +227,7 @@ struct SyncBench: AsyncParsableCommand {
         pull  (ferry serve → this process)          \(Int(pullRate)) docs/s  (\(String(format: "%.2f", pullRate / ceiling))× ceiling)
         \(catchUpLine)\(simpleLine)CPU per document (µs): push this \(Int(pushCPU.0 * 1e6 / Double(count))), serve \(Int(pushCPU.1 * 1e6 / Double(count))); pull this \(Int(pullCPU.0 * 1e6 / Double(count))), serve \(Int(pullCPU.1 * 1e6 / Double(count)))
         pulled documents                            \(pulledCount)
-        propagation latency, continuous (\(latencySamples) docs)  p50 \(String(format: "%.2f", p50)) ms, p99 \(String(format: "%.2f", p99)) ms
+        propagation latency, continuous (\(latencySamples) docs, \(max(1, latencyWriters)) writer\(latencyWriters > 1 ? "s" : ""))  p50 \(String(format: "%.2f", p50)) ms, p99 \(String(format: "%.2f", p99)) ms
         peak RSS: this process \(String(format: "%.0f", selfRSS)) MiB, ferry serve \(String(format: "%.0f", childRSS)) MiB
         """)
     }
@@ -235,5 +250,36 @@ struct SyncBench: AsyncParsableCommand {
             throw ValidationError("ferry serve did not start")
         }
         return (child, url)
+    }
+}
+
+/// When each document arrived in a change feed, for writers waiting on their own.
+final class Arrivals: Sendable {
+    private struct State {
+        var waiting: [String: CheckedContinuation<Double, Never>] = [:]
+        var early: [String: Double] = [:]
+    }
+    private let state = Mutex(State())
+
+    /// The feed saw `id` at time `t`.
+    func arrived(_ id: String, at t: Double) {
+        let waiter = state.withLock { s -> CheckedContinuation<Double, Never>? in
+            if let c = s.waiting.removeValue(forKey: id) { return c }
+            s.early[id] = t
+            return nil
+        }
+        waiter?.resume(returning: t)
+    }
+
+    /// The time `id` arrived, once it has.
+    func wait(for id: String) async -> Double {
+        await withCheckedContinuation { (c: CheckedContinuation<Double, Never>) in
+            let t = state.withLock { s -> Double? in
+                if let t = s.early.removeValue(forKey: id) { return t }
+                s.waiting[id] = c
+                return nil
+            }
+            if let t { c.resume(returning: t) }
+        }
     }
 }
