@@ -1,4 +1,5 @@
 import ArgumentParser
+import CJemalloc
 import Foundation
 
 /// What `ferry` exits with (`ferry sync --help`, README): 0 done, 1 failed, 2 usage,
@@ -24,6 +25,9 @@ extension Ferry {
     /// ArgumentParser's `main`, except that a usage error exits 2 (the shell convention, and what
     /// `ferry sync --help` documents) rather than its default `EX_USAGE` (64).
     static func main() async {
+        // Freed memory goes back to the system within a second rather than jemalloc's 10 s:
+        // `ferry serve`'s peak resident size stays near what it holds (docs/performance.md).
+        _ = ferry_jemalloc_return_memory_within(1000)
         do {
             var command = try await asyncParseAsRoot(nil)
             if var asyncCommand = command as? AsyncParsableCommand {
