@@ -69,9 +69,9 @@ struct RestBench: AsyncParsableCommand {
         guard put.status == 201 else { throw ValidationError("PUT /bench/doc: \(put.status)") }
         let got = try await request("GET", "/bench/doc")
         print("GET /bench/doc answers \(got.body.count) bytes of JSON")
-        if let outcome = try Wrk.run(url: "http://127.0.0.1:\(port)/bench/doc", authorization: auth, threads: threads,
+        if let outcome = try Wrk.run(url: "http://127.0.0.1:\(port)/bench/doc", authorization: auth, threads: min(threads, connections),
                                      connections: connections, seconds: seconds) {
-            print("get      \(connections) keep-alive connections, \(seconds) s (wrk -t\(threads)): \(String(format: "%.2f", outcome.requestsPerSecond)) requests/s; \(outcome.latency)\(outcome.errors.map { "; " + $0 } ?? "")")
+            print("get      \(connections) keep-alive connections, \(seconds) s (wrk -t\(min(threads, connections))): \(String(format: "%.2f", outcome.requestsPerSecond)) requests/s; \(outcome.latency)\(outcome.errors.map { "; " + $0 } ?? "")")
         } else {
             print("get      SKIPPED: wrk is not installed (apt-get install wrk)")
         }
