@@ -137,7 +137,7 @@ public final class Database: Sendable {
         try writer.transaction(context) { (txn) throws(StoreError) -> T in try body(Batch(txn)) }
     }
 
-    /// Runs `body` on this database's writer queue and returns its result: how async code calls
+    /// Runs `body` on this database's writer thread and returns its result: how async code calls
     /// the synchronous write API (`save`, `insert`, `inBatch`, `putLocalDocument`, …) without
     /// blocking a thread of Swift's cooperative pool on the write lock, a commit or an fsync.
     /// Each call inside `body` is its own transaction, as it would be anywhere; for one

@@ -1,4 +1,3 @@
-import Dispatch
 import Synchronization
 
 /// The one serial writer of a database: owns the write connection and the sequence counter.
@@ -74,7 +73,7 @@ final class Writer: Sendable {
         return result
     }
 
-    /// Runs `body` on the writer's own queue and returns its result, suspending the caller (not
+    /// Runs `body` on the writer's own thread and returns its result, suspending the caller (not
     /// blocking its thread) meanwhile. A cancelled caller still gets the work done: what it
     /// asked to write is written, and its answer says so.
     func perform<T: Sendable>(_ body: @escaping @Sendable () throws(StoreError) -> T) async throws(StoreError) -> T {

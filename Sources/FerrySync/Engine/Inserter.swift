@@ -189,7 +189,7 @@ final class Inserter: Sendable {
         }
     }
 
-    /// Inserts one batch in one transaction, on the database's writer queue (so this task's
+    /// Inserts one batch in one transaction, on the database's writer thread (so this task's
     /// pool thread is free meanwhile), then answers each item.
     private func insert(_ items: [Item]) async {
         let results: [Result<InsertOutcome, StoreError>]
