@@ -119,7 +119,8 @@ final class CouchCheckpoint: Sendable {
     private func write(_ body: [String: JSONValue], to side: Side) async throws(ReplicationError) {
         switch side {
         case .local(let db):
-            do { try db.putLocalDocument(id, properties: body) } catch { throw .store(error) }
+            let id = self.id
+            do { try await db.write { (d) throws(StoreError) in try d.putLocalDocument(id, properties: body) } } catch { throw .store(error) }
         case .remote(let remote):
             var doc = body
             if let rev = state.withLock({ $0.remoteRev }) { doc["_rev"] = .string(rev) }

@@ -46,7 +46,7 @@ struct CouchPuller: Sendable {
             }
             guard let lastSeq = page.lastSeq else { throw .protocolError("_changes answered without last_seq") }
             next = prepare(since: lastSeq)
-            store(page, stats: &stats)
+            await store(page, stats: &stats)
             since = lastSeq
             do { try await checkpoint.save(seq: since, stats: stats) } catch {
                 next.cancel()
@@ -127,7 +127,7 @@ struct CouchPuller: Sendable {
 
     /// Fetches, stores and checkpoints one batch of the continuous feed.
     private func take(_ rows: [Row], lastSeq: JSONValue, stats: inout [String: Int]) async throws(ReplicationError) {
-        store(try await fetchPage(rows, lastSeq: lastSeq), stats: &stats)
+        await store(try await fetchPage(rows, lastSeq: lastSeq), stats: &stats)
         try await checkpoint.save(seq: lastSeq, stats: stats)
     }
 
@@ -144,13 +144,13 @@ struct CouchPuller: Sendable {
     }
 
     /// Stores a fetched page in one transaction, with its progress and counters.
-    private func store(_ page: Page, stats: inout [String: Int]) {
+    private func store(_ page: Page, stats: inout [String: Int]) async {
         guard page.rows > 0 else { return }
         reporter.found(page.rows, direction: .pull)
         stats["missing_checked", default: 0] += page.checked
         stats["missing_found", default: 0] += page.missing
         stats["docs_read", default: 0] += page.docs.count
-        let written = store(page.docs)
+        let written = await store(page.docs)
         stats["docs_written", default: 0] += written
         stats["doc_write_failures", default: 0] += page.failures + (page.docs.count - written)
         reporter.completed(page.rows)
@@ -389,8 +389,9 @@ struct CouchPuller: Sendable {
         }
     }
 
-    /// Inserts the fetched revisions in one transaction; returns how many were stored.
-    private func store(_ docs: [[String: JSONValue]]) -> Int {
+    /// Inserts the fetched revisions in one transaction, on the database's writer thread;
+    /// returns how many were stored.
+    private func store(_ docs: [[String: JSONValue]]) async -> Int {
         var revisions: [ReplicatedRevision] = []
         revisions.reserveCapacity(docs.count)
         for d in docs {
@@ -402,11 +403,10 @@ struct CouchPuller: Sendable {
             }
         }
         let outcomes: [Result<InsertOutcome, StoreError>]
+        let pulled = revisions, resolver = configuration.conflictResolver
         do {
-            if let resolver = configuration.conflictResolver {
-                outcomes = try database.insert(revisions, resolver: resolver)
-            } else {
-                outcomes = try database.insert(revisions)
+            outcomes = try await database.write { (d) throws(StoreError) in
+                if let resolver { try d.insert(pulled, resolver: resolver) } else { try d.insert(pulled) }
             }
         } catch {
             logger.error("could not store pulled revisions", metadata: ["error": "\(error)"])
