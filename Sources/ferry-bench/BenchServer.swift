@@ -14,6 +14,31 @@ final class BenchServer {
     let label: String
     private var child: Process?
     private let data: String?
+    /// Ferry's one HTTP client, one kept-alive connection, as the REST benchmarks always measured.
+    private let http = HTTPClient(configuration: BenchServer.clientConfiguration)
+
+    /// One connection per endpoint, no gzip: what `request` uses, and what a benchmark that
+    /// needs a second connection (a change feed beside the requests) gives its own client.
+    static var clientConfiguration: HTTPClient.Configuration {
+        var settings = HTTPClient.Configuration()
+        settings.maxConnectionsPerEndpoint = 1
+        settings.acceptGzip = false
+        return settings
+    }
+
+    /// The server's endpoint on the loopback.
+    var endpoint: HTTPEndpoint { HTTPEndpoint(secure: false, host: "127.0.0.1", port: port) }
+
+    /// Sends one authenticated request on the kept-alive connection; `contentType` is sent only
+    /// when given.
+    func request(_ method: String, _ path: String, body: [UInt8]? = nil, contentType: String? = nil,
+                 timeout: Double? = nil) async throws -> (status: Int, body: [UInt8]) {
+        var headers: [(name: String, value: String)] = [("Authorization", authorization)]
+        if let contentType { headers.append(("Content-Type", contentType)) }
+        let r = try await http.execute(HTTPClientRequest(method: method, endpoint: endpoint, target: path, headers: headers,
+                                                         body: body, timeout: timeout))
+        return (r.status, r.body)
+    }
 
     /// Starts `ferry serve` (the `ferry` binary beside this one) on a fresh data folder in `dir`,
     /// with `serveArguments` after its own.

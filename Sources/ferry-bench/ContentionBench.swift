@@ -1,5 +1,4 @@
 import ArgumentParser
-import FerryHTTP
 import FerryStore
 import FerrySync
 import Foundation
@@ -33,15 +32,8 @@ struct ContentionBench: AsyncParsableCommand {
         let server = try BenchServer(ferryIn: dir, serveArguments: writerNice > 0 ? ["--writer-nice", "\(writerNice)"] : [])
         defer { server.stop() }
         let port = server.port, auth = server.authorization
-        var settings = HTTPClient.Configuration()
-        settings.maxConnectionsPerEndpoint = 1
-        settings.acceptGzip = false
-        let http = HTTPClient(configuration: settings)
-        let endpoint = HTTPEndpoint(secure: false, host: "127.0.0.1", port: port)
         func request(_ method: String, _ path: String, body: [UInt8]? = nil) async throws -> Int {
-            try await http.execute(HTTPClientRequest(method: method, endpoint: endpoint, target: path,
-                                                     headers: [("Authorization", auth), ("Content-Type", "application/json")],
-                                                     body: body)).status
+            try await server.request(method, path, body: body, contentType: "application/json").status
         }
         for db in ["src", "load"] {
             guard try await request("PUT", "/\(db)") == 201 else { throw ValidationError("PUT /\(db) failed") }
@@ -69,7 +61,6 @@ struct ContentionBench: AsyncParsableCommand {
         wrk.body = [[\(String(decoding: bulkBody, as: UTF8.self))]]
         """
         let getURL = "http://127.0.0.1:\(port)/bench/doc"
-        var lines: [String] = []
         var pullRatios: [Double] = [], p99Ratios: [Double] = []
         for round in 1...rounds {
             let aloneGet = try Wrk.run(url: getURL, authorization: auth, threads: 1, connections: getConnections,
@@ -91,11 +82,10 @@ struct ContentionBench: AsyncParsableCommand {
             pullRatios.append(pullRatio)
             let p99Alone = aloneGet?.p99Milliseconds ?? .nan, p99Loaded = loadedGet?.p99Milliseconds ?? .nan
             p99Ratios.append(p99Loaded / p99Alone)
-            lines.append(String(format: "round %d: pull %.0f alone, %.0f under load (%.2f×); GET p99 %.2f ms alone, %.2f ms under load (%.2f×), %.0f vs %.0f requests/s; writers %.0f docs/s%@",
+            print(String(format: "round %d: pull %.0f alone, %.0f under load (%.2f×); GET p99 %.2f ms alone, %.2f ms under load (%.2f×), %.0f vs %.0f requests/s; writers %.0f docs/s%@",
                                 round, alonePull.rate, loadedPull.rate, pullRatio, p99Alone, p99Loaded, p99Loaded / p99Alone,
                                 aloneGet?.requestsPerSecond ?? 0, loadedGet?.requestsPerSecond ?? 0,
                                 writes.requestsPerSecond * Double(docsPerRequest), writes.errors.map { "; " + $0 } ?? ""))
-            print(lines.last ?? "")
         }
         let median = { (xs: [Double]) in xs.sorted()[xs.count / 2] }
         print(String(format: "median: pull under load %.2f× alone (target ≥ 0.70); GET p99 under load %.2f× alone (target ≤ 3)",

@@ -1,5 +1,4 @@
 import ArgumentParser
-import FerryHTTP
 import FerryStore
 import Foundation
 #if canImport(Glibc)
@@ -148,16 +147,8 @@ struct QueryBench: AsyncParsableCommand {
         var rates: [String: [String: Double]] = [:]
         for (name, server) in servers {
             print("rest     \(name): \(server.label)")
-            var settings = HTTPClient.Configuration()
-            settings.maxConnectionsPerEndpoint = 1
-            settings.acceptGzip = false
-            let http = HTTPClient(configuration: settings)
-            let endpoint = HTTPEndpoint(secure: false, host: "127.0.0.1", port: server.port)
             func request(_ method: String, _ path: String, _ body: [UInt8]? = nil) async throws -> Int {
-                let r = try await http.execute(HTTPClientRequest(method: method, endpoint: endpoint, target: path,
-                                                                 headers: [("Authorization", server.authorization), ("Content-Type", "application/json")],
-                                                                 body: body, timeout: 1800))
-                return r.status
+                try await server.request(method, path, body: body, contentType: "application/json", timeout: 1800).status
             }
             if name != "ferry" {
                 _ = try await request("DELETE", "/bench")

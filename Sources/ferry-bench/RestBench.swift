@@ -44,17 +44,9 @@ struct RestBench: AsyncParsableCommand {
             ?? BenchServer(ferryIn: dir, serveArguments: ["--max-connections-per-address", "\(max(1000, connections + 16))"])
         defer { target.stop() }
         let port = target.port, auth = target.authorization
-        // Ferry's one HTTP client, one kept-alive connection, as the benchmark always measured.
-        var settings = HTTPClient.Configuration()
-        settings.maxConnectionsPerEndpoint = 1
-        settings.acceptGzip = false
-        let http = HTTPClient(configuration: settings)
-        let endpoint = HTTPEndpoint(secure: false, host: "127.0.0.1", port: port)
+        let endpoint = target.endpoint
         func request(_ method: String, _ path: String, body: [UInt8]? = nil, contentType: String? = nil) async throws -> (status: Int, body: [UInt8]) {
-            var headers: [(name: String, value: String)] = [("Authorization", auth)]
-            if let contentType { headers.append(("Content-Type", contentType)) }
-            let r = try await http.execute(HTTPClientRequest(method: method, endpoint: endpoint, target: path, headers: headers, body: body))
-            return (r.status, r.body)
+            try await target.request(method, path, body: body, contentType: contentType)
         }
         if server != nil {
             _ = try await request("DELETE", "/bench")
@@ -110,7 +102,7 @@ struct RestBench: AsyncParsableCommand {
 
         // 3. Write → continuous feed latency.
         // The feed on a connection of its own (a second client: one connection each).
-        let feedClient = HTTPClient(configuration: settings)
+        let feedClient = HTTPClient(configuration: BenchServer.clientConfiguration)
         let feed = try await feedClient.stream(HTTPClientRequest(method: "GET", endpoint: endpoint,
                                                                  target: "/bench/_changes?feed=continuous&since=now&heartbeat=10000",
                                                                  headers: [("Authorization", auth)], timeout: 60))

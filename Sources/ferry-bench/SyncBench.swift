@@ -227,7 +227,7 @@ struct SyncBench: AsyncParsableCommand {
         pull  (ferry serve → this process)          \(Int(pullRate)) docs/s  (\(String(format: "%.2f", pullRate / ceiling))× ceiling)
         \(catchUpLine)\(simpleLine)CPU per document (µs): push this \(Int(pushCPU.0 * 1e6 / Double(count))), serve \(Int(pushCPU.1 * 1e6 / Double(count))); pull this \(Int(pullCPU.0 * 1e6 / Double(count))), serve \(Int(pullCPU.1 * 1e6 / Double(count)))
         pulled documents                            \(pulledCount)
-        propagation latency, continuous (\(latencySamples) docs, \(max(1, latencyWriters)) writer\(latencyWriters > 1 ? "s" : ""))  p50 \(String(format: "%.2f", p50)) ms, p99 \(String(format: "%.2f", p99)) ms
+        propagation latency, continuous (\(latencySamples) docs, \(writers) writer\(writers > 1 ? "s" : ""))  p50 \(String(format: "%.2f", p50)) ms, p99 \(String(format: "%.2f", p99)) ms
         peak RSS: this process \(String(format: "%.0f", selfRSS)) MiB, ferry serve \(String(format: "%.0f", childRSS)) MiB
         """)
     }
