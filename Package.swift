@@ -97,9 +97,12 @@ let package = Package(
                                .product(name: "Prometheus", package: "swift-prometheus")],
                 // The web console's files, compiled in (`PackageResources`): no runtime files.
                 resources: [.embedInCode("Console/Assets")]),
+        // ICU's data cut to root and English (scripts/icu-data): the executable links it under
+        // ICU's own symbol instead of the toolchain's 34 MB file. Libraries leave it to the app.
+        .target(name: "CFerryICUData", exclude: ["data"], cSettings: [.headerSearchPath("data")]),
         // The peer process: serve, sync, put/get/delete/ls.
         .executableTarget(name: "ferry",
-                          dependencies: ["FerryServer", "FerrySync", "FerryStore", "FerryHTTP", "FerryNet", "FerryDiscovery", "CJemalloc",
+                          dependencies: ["FerryServer", "FerrySync", "FerryStore", "FerryHTTP", "FerryNet", "FerryDiscovery", "CJemalloc", "CFerryICUData",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "Logging", package: "swift-log"),
                                          .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
