@@ -37,9 +37,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // `ferry serve`: start-up and graceful shutdown on SIGTERM/SIGINT (ServiceGroup), and
-        // its --config file (FileProvider with JSON).
+        // its --config file (FileProvider, with our own JSON snapshot).
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
-        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
+        // No traits: its JSON provider needs all of Foundation (JSONSerialization); `ferry`
+        // reads its --config JSON with its own parser (JSONConfigSnapshot).
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0", traits: []),
         // The DocC catalogs (Sources/*/*.docc): `swift package generate-documentation`; scripts/test builds them.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -97,8 +99,9 @@ let package = Package(
                                .product(name: "Prometheus", package: "swift-prometheus")],
                 // The web console's files, compiled in (`PackageResources`): no runtime files.
                 resources: [.embedInCode("Console/Assets")]),
-        // ICU's data cut to root and English (scripts/icu-data): the executable links it under
-        // ICU's own symbol instead of the toolchain's 34 MB file. Libraries leave it to the app.
+        // ICU's data cut to what collation and regular expressions read (scripts/icu-data): the
+        // executable links it under ICU's own symbol instead of the toolchain's 34 MB file.
+        // Libraries leave ICU's data to the app.
         .target(name: "CFerryICUData", exclude: ["data"], cSettings: [.headerSearchPath("data")]),
         // The peer process: serve, sync, put/get/delete/ls.
         .executableTarget(name: "ferry",

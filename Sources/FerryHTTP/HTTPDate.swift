@@ -22,14 +22,16 @@ public enum HTTPDate {
     }
 
     /// The IMF-fixdate of `seconds` since 1970 (UTC), without the C locale's say in it.
-    public static func format(secondsSince1970 seconds: Int) -> String {
+    /// `dateSeparator` "-" gives the cookie form CouchDB (mochiweb) writes in `Expires`:
+    /// `Sat, 28-Nov-2026 18:48:33 GMT`.
+    public static func format(secondsSince1970 seconds: Int, dateSeparator: String = " ") -> String {
         var t = time_t(seconds)
         var p = tm()
         gmtime_r(&t, &p)
         let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
         func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
-        return "\(days[Int(p.tm_wday) % 7]), \(two(p.tm_mday)) \(months[Int(p.tm_mon) % 12]) \(p.tm_year + 1900) "
+        return "\(days[Int(p.tm_wday) % 7]), \(two(p.tm_mday))\(dateSeparator)\(months[Int(p.tm_mon) % 12])\(dateSeparator)\(p.tm_year + 1900) "
             + "\(two(p.tm_hour)):\(two(p.tm_min)):\(two(p.tm_sec)) GMT"
     }
 }

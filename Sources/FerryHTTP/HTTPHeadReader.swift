@@ -137,7 +137,7 @@ enum HTTPHeadReader {
 
     /// The elements of a comma-separated list field, trimmed, empty ones dropped.
     static func commaList(_ value: String) -> [String] {
-        value.split(separator: ",").map { $0.trimmingCharacters(in: " \t") }.filter { !$0.isEmpty }
+        value.split(separator: ",").map { $0.trimmingASCIIWhitespace() }.filter { !$0.isEmpty }
     }
 
     /// `tchar` of RFC 9110 §5.6.2.
@@ -152,14 +152,4 @@ enum HTTPHeadReader {
     }
 
     private static func digit(_ b: UInt8) -> Int? { b >= 0x30 && b <= 0x39 ? Int(b - 0x30) : nil }
-}
-
-extension Substring {
-    /// Without leading and trailing characters from `set` (ASCII whitespace here).
-    func trimmingCharacters(in set: String) -> String {
-        var s = self[...]
-        while let f = s.first, set.contains(f) { s = s.dropFirst() }
-        while let l = s.last, set.contains(l) { s = s.dropLast() }
-        return String(s)
-    }
 }

@@ -54,11 +54,17 @@ extension StringProtocol {
         return zip(a, b).allSatisfy { x, y in x == y || (x | 0x20 == y | 0x20 && (x | 0x20) >= 0x61 && (x | 0x20) <= 0x7A) }
     }
 
-    /// Without leading and trailing spaces and tabs.
-    public func trimmingASCIIWhitespace() -> String {
-        var s = Substring(self)
-        while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
-        while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
-        return String(s)
+    /// Without leading and trailing spaces and tabs (HTTP's optional white space, and the
+    /// separators of the other ASCII formats Ferry reads).
+    public func trimmingASCIIWhitespace() -> String { trimming { $0 == " " || $0 == "\t" } }
+
+    /// Without leading and trailing white space, line ends included (Unicode's White_Space):
+    /// for a line read from a file or typed on the command line.
+    public func trimmingWhitespace() -> String { trimming(where: \.isWhitespace) }
+
+    /// Without the leading and trailing characters for which `isTrimmed` holds.
+    public func trimming(where isTrimmed: (Character) -> Bool) -> String {
+        guard let first = firstIndex(where: { !isTrimmed($0) }), let last = lastIndex(where: { !isTrimmed($0) }) else { return "" }
+        return String(self[first...last])
     }
 }

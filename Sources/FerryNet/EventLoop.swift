@@ -1,5 +1,6 @@
 import CFerrySystem
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Synchronization
 #if canImport(Glibc)
 import Glibc

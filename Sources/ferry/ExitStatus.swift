@@ -1,6 +1,7 @@
 import ArgumentParser
 import CJemalloc
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// What `ferry` exits with (`ferry sync --help`, README): 0 done, 1 failed, 2 usage,
 /// 3 unreachable, 4 authentication refused, 5 TLS refused.
@@ -38,8 +39,8 @@ extension Ferry {
         } catch {
             guard exitCode(for: error) == .validationFailure else { exit(withError: error) }
             let text = fullMessage(for: error)
-            if !text.isEmpty { FileHandle.standardError.write(Data((text + "\n").utf8)) }
-            Foundation.exit(ExitStatus.usage.rawValue)
+            if !text.isEmpty { StandardStreams.writeError(text + "\n") }
+            Glibc.exit(ExitStatus.usage.rawValue)
         }
     }
 }

@@ -2,7 +2,7 @@ import ArgumentParser
 import CJemalloc
 import FerryNet
 import FerryStore
-import Foundation
+import FoundationEssentials
 
 @main
 struct Ferry: AsyncParsableCommand {
@@ -47,5 +47,5 @@ struct DatabaseOption: ParsableArguments {
 
 /// Writes a line to standard error.
 func warn(_ s: String) {
-    FileHandle.standardError.write(Data((s + "\n").utf8))
+    StandardStreams.writeError(s + "\n")
 }

@@ -1,5 +1,6 @@
 import FerryStore
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 
 /// A swift-log handler that writes one JSON object per line to standard error
@@ -56,10 +57,6 @@ struct JSONLogHandler: LogHandler {
     private static func timestamp() -> String {
         var tv = timeval()
         gettimeofday(&tv, nil)
-        var t = tv.tv_sec
-        var tm = tm()
-        gmtime_r(&t, &tm)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                      tm.tm_hour, tm.tm_min, tm.tm_sec, Int(tv.tv_usec / 1000))
+        return LogTimestamp.format(tv.tv_sec, milliseconds: Int(tv.tv_usec / 1000), zone: "Z")
     }
 }

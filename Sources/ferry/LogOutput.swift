@@ -1,4 +1,6 @@
-import Foundation
+import FerryNet
+import Glibc
+import Synchronization
 
 /// Where `ferry serve`'s log lines go: standard error, in batches. A busy daemon logs a line
 /// per request (the access log); one `write(2)` per line cost ~15 % of its GET rate, so lines
@@ -7,10 +9,7 @@ import Foundation
 /// standard error is slow). A line at `notice` or above is written before `log` returns, with
 /// everything before it, so what explains a failure is never held back; the rest is written
 /// at exit (`atexit`), and at most 50 ms of `info` lines are lost to a SIGKILL.
-final class LogOutput: @unchecked Sendable {
-    // @unchecked: `buffer` and `flushing` are read and written only with `lock` held, and
-    // `fd` is immutable; the writer thread only touches them through `takeAndWrite`.
-
+final class LogOutput: Sendable {
     /// Standard error, for the whole process.
     static let standardError: LogOutput = {
         let out = LogOutput(fd: 2)
@@ -19,49 +18,48 @@ final class LogOutput: @unchecked Sendable {
     }()
 
     private let fd: Int32
-    private let lock = NSCondition()
-    private var buffer: [UInt8] = []
+    /// The lines not yet written. Held across the `write(2)` too, so that lines from two
+    /// flushes never interleave.
+    private let buffer = Mutex<[UInt8]>([])
     private static let flushAt = 256 * 1024
-    private static let interval = 0.05
+    private static let intervalMicroseconds: UInt32 = 50_000
 
     private init(fd: Int32) {
         self.fd = fd
-        let thread = Thread { [weak self] in
+        // Without the thread (resource limits) lines are still written: urgent ones at once,
+        // the rest when the buffer fills and at exit.
+        try? DetachedThread.start(name: "ferry.log") { [weak self] in
             while let me = self {
-                me.lock.lock()
-                _ = me.lock.wait(until: Date(timeIntervalSinceNow: Self.interval))
-                me.lock.unlock()
+                usleep(Self.intervalMicroseconds)
                 me.flush()
             }
         }
-        thread.name = "ferry.log"
-        thread.start()
     }
 
     /// Adds one line (with its newline); `urgent` writes it, and what came before, now.
     func write(_ line: [UInt8], urgent: Bool) {
-        lock.lock()
-        buffer += line
-        let now = urgent || buffer.count >= Self.flushAt
-        lock.unlock()
+        let now = buffer.withLock { b in
+            b += line
+            return urgent || b.count >= Self.flushAt
+        }
         if now { flush() }
     }
 
-    /// Writes what is buffered. Under the lock, so lines from two flushes never interleave.
+    /// Writes what is buffered.
     func flush() {
-        lock.lock()
-        defer { lock.unlock() }
-        guard !buffer.isEmpty else { return }
-        buffer.withUnsafeBytes { b in
-            guard let base = b.baseAddress else { return }
-            var off = 0
-            while off < b.count {
-                let n = Foundation.write(fd, base + off, b.count - off)
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { break }
-                off += n
+        buffer.withLock { buffer in
+            guard !buffer.isEmpty else { return }
+            buffer.withUnsafeBytes { b in
+                guard let base = b.baseAddress else { return }
+                var off = 0
+                while off < b.count {
+                    let n = Glibc.write(fd, base + off, b.count - off)
+                    if n < 0 && errno == EINTR { continue }
+                    if n <= 0 { break }
+                    off += n
+                }
             }
+            buffer.removeAll(keepingCapacity: true)
         }
-        buffer.removeAll(keepingCapacity: true)
     }
 }

@@ -1,5 +1,6 @@
-import Foundation
+import Glibc
 import Logging
+import Synchronization
 
 /// `ferry serve`'s text log lines, in swift-log's `StreamLogHandler` layout —
 /// `2026-11-29T07:45:14+0000 info ferry.request: bytes=251 peer=127.0.0.1 [FerryServer] GET /db 200`
@@ -53,24 +54,34 @@ struct TextLogHandler: LogHandler {
     }
 }
 
-/// The current second as `YYYY-MM-DDTHH:MM:SS+0000`, formatted once per second.
+/// The UTC times on log lines (RFC 3339), written digit by digit: the C library's `strftime`
+/// would read the locale.
 enum LogTimestamp {
-    private static let cache = NSLock()
-    nonisolated(unsafe) private static var second = 0
-    nonisolated(unsafe) private static var text = ""
-    // nonisolated(unsafe): `second` and `text` are read and written only with `cache` held.
+    private static let cache = Mutex<(second: Int, text: String)>((-1, ""))
 
+    /// The current second as `YYYY-MM-DDTHH:MM:SS+0000`, formatted once per second.
     static func current() -> String {
-        var t = time(nil)
-        cache.lock()
-        defer { cache.unlock() }
-        if Int(t) != second {
-            var tm = tm()
-            gmtime_r(&t, &tm)
-            text = String(format: "%04d-%02d-%02dT%02d:%02d:%02d+0000", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                          tm.tm_hour, tm.tm_min, tm.tm_sec)
-            second = Int(t)
-        }
+        let t = time(nil)
+        if let hit = cache.withLock({ $0.second == Int(t) ? $0.text : nil }) { return hit }
+        let text = format(t, zone: "+0000")
+        cache.withLock { $0 = (Int(t), text) }
         return text
+    }
+
+    /// `2026-11-30T01:02:03` for `seconds` since 1970, then `.mmm` when `milliseconds` is
+    /// given, then `zone`.
+    static func format(_ seconds: time_t, milliseconds: Int? = nil, zone: String) -> String {
+        var t = seconds
+        var p = Glibc.tm()
+        gmtime_r(&t, &p)
+        var s = "\(pad(Int(p.tm_year) + 1900, 4))-\(pad(Int(p.tm_mon) + 1, 2))-\(pad(Int(p.tm_mday), 2))"
+        s += "T\(pad(Int(p.tm_hour), 2)):\(pad(Int(p.tm_min), 2)):\(pad(Int(p.tm_sec), 2))"
+        if let milliseconds { s += ".\(pad(milliseconds, 3))" }
+        return s + zone
+    }
+
+    private static func pad(_ n: Int, _ width: Int) -> String {
+        let digits = String(n)
+        return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
     }
 }

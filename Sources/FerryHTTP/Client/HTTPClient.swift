@@ -1,5 +1,5 @@
 import FerryNet
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// Ferry's one HTTP/1.1 client (Protocol/http.md, "Client"): kept-alive connections pooled

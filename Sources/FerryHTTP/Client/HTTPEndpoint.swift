@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Where an HTTP client connects: scheme (plain or TLS), host and port. Requests to the same
 /// endpoint share the client's pooled connections.
@@ -34,8 +34,8 @@ public struct HTTPEndpoint: Sendable, Hashable, CustomStringConvertible {
         let secure = scheme == "https"
         var target = c.percentEncodedPath.isEmpty ? "/" : c.percentEncodedPath
         if let q = c.percentEncodedQuery { target += "?" + q }
-        let user = c.user.map { $0.removingPercentEncoding ?? $0 }
-        let password = c.password.map { $0.removingPercentEncoding ?? $0 }
+        let user = c.user.map { PercentEncoding.decode($0) ?? $0 }
+        let password = c.password.map { PercentEncoding.decode($0) ?? $0 }
         return (HTTPEndpoint(secure: secure, host: host, port: c.port ?? (secure ? 443 : 80)), target, user, password)
     }
 }

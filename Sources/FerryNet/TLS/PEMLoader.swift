@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+import FoundationEssentials
 
 /// Reads PEM certificates and keys into OpenSSL objects, and OpenSSL's error queue into text.
 enum PEMLoader {

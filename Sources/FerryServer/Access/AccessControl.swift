@@ -1,6 +1,7 @@
 import COpenSSL
 import FerryNet
-import Foundation
+import FerryStore
+import FoundationEssentials
 import Logging
 import Synchronization
 
@@ -370,7 +371,7 @@ public final class AccessControl: Sendable {
     static func basicCredentials(_ value: String) -> (String, String)? {
         let parts = value.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "basic",
-              let data = Data(base64Encoded: String(parts[1]).trimmingCharacters(in: .whitespaces)),
+              let data = Data(base64Encoded: String(parts[1]).trimmingASCIIWhitespace()),
               let text = String(data: data, encoding: .utf8), let colon = text.firstIndex(of: ":") else { return nil }
         return (String(text[..<colon]), String(text[text.index(after: colon)...]))
     }
@@ -381,11 +382,5 @@ public final class AccessControl: Sendable {
         return hex(out)
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(bytes.count * 2)
-        for b in bytes { out.append(digits[Int(b >> 4)]); out.append(digits[Int(b & 15)]) }
-        return String(decoding: out, as: UTF8.self)
-    }
+    static func hex(_ bytes: [UInt8]) -> String { Hex.encode(bytes) }
 }

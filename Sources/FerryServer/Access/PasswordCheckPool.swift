@@ -1,5 +1,7 @@
 import CFerrySystem
-import Foundation
+import Dispatch
+import FerryNet
+import FoundationEssentials
 import Synchronization
 
 /// A few dedicated threads that run password checks (PBKDF2, about 0.2 s each at 600,000
@@ -36,9 +38,11 @@ public final class PasswordCheckPool: Sendable {
         self.threads = max(1, threads)
         self.queueLimit = max(0, queueLimit)
         for i in 0..<self.threads {
-            let t = Thread { [self] in work() }
-            t.name = "ferry-password-\(i)"
-            t.start()
+            do { try DetachedThread.start(name: "ferry-passwd-\(i)") { [self] in work() } } catch {
+                // No thread (resource limits): the worker runs on libdispatch's pool instead,
+                // still off the cooperative pool.
+                DispatchQueue.global().async { [self] in work() }
+            }
         }
     }
 

@@ -1,4 +1,5 @@
 import COpenSSL
+import FerryStore
 
 /// A password stored as PBKDF2-HMAC-SHA256 with a random salt, never as the password itself
 /// (OWASP's Password Storage Cheat Sheet: PBKDF2-HMAC-SHA256 at 600,000 iterations). Encoded
@@ -68,13 +69,7 @@ public struct PasswordHash: Sendable, Equatable, CustomStringConvertible {
         return out
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        for b in bytes { out.append(digits[Int(b >> 4)]); out.append(digits[Int(b & 15)]) }
-        return String(decoding: out, as: UTF8.self)
-    }
+    static func hex(_ bytes: [UInt8]) -> String { Hex.encode(bytes) }
 
     private static func bytes(hex: Substring) -> [UInt8]? {
         let u = Array(hex.utf8)

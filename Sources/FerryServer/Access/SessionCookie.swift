@@ -1,5 +1,6 @@
 import COpenSSL
-import Foundation
+import FerryHTTP
+import FoundationEssentials
 
 /// CouchDB's `AuthSession` cookie (Protocol/rest.md, "Sessions"): the base64url (no padding)
 /// of `NAME:TIMESTAMP:MAC`, where TIMESTAMP is the login time in seconds since 1970 as
@@ -46,8 +47,8 @@ public struct SessionCookie: Sendable, Equatable {
     public var value: String {
         let bytes = Array("\(user):\(Self.hexTimestamp(timestamp)):".utf8) + mac
         return Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+            .replacing("+", with: "-").replacing("/", with: "_")
+            .replacing("=", with: "")
     }
 
     /// The signing key for a user: the server secret followed by the user's encoded password
@@ -81,9 +82,9 @@ public struct SessionCookie: Sendable, Equatable {
             guard let eq = trimmed.firstIndex(of: "="), trimmed[..<eq] == name else { continue }
             raw = trimmed[trimmed.index(after: eq)...]
         }
-        guard var text = raw.map({ String($0).trimmingCharacters(in: .whitespaces) }), !text.isEmpty else { return .absent }
+        guard var text = raw.map({ String($0).trimmingASCIIWhitespace() }), !text.isEmpty else { return .absent }
         if text.hasPrefix("\""), text.hasSuffix("\""), text.count >= 2 { text = String(text.dropFirst().dropLast()) }
-        var b64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        var b64 = text.replacing("-", with: "+").replacing("_", with: "/")
         while b64.count % 4 != 0 { b64 += "=" }
         guard let data = Data(base64Encoded: b64) else { return .malformed }
         let bytes = Array(data)
@@ -135,11 +136,7 @@ public struct SessionCookie: Sendable, Equatable {
 
     /// An `Expires` date as CouchDB (mochiweb) writes it: `Sat, 28-Nov-2026 18:48:33 GMT`.
     static func expires(_ seconds: Int64) -> String {
-        let f = DateFormatter()
-        f.locale = Locale(identifier: "en_US_POSIX")
-        f.timeZone = TimeZone(identifier: "GMT")
-        f.dateFormat = "EEE, dd-MMM-yyyy HH:mm:ss 'GMT'"
-        return f.string(from: Date(timeIntervalSince1970: TimeInterval(seconds)))
+        HTTPDate.format(secondsSince1970: Int(seconds), dateSeparator: "-")
     }
 
     static func hexTimestamp(_ t: Int64) -> String { String(t, radix: 16, uppercase: true) }

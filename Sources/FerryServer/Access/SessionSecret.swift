@@ -1,8 +1,9 @@
+import FerryStore
 #if canImport(Glibc)
 import Glibc
 #endif
 import COpenSSL
-import Foundation
+import FoundationEssentials
 
 /// The key `AuthSession` cookies are signed with (CouchDB's `[chttpd_auth] secret`): 32 random
 /// bytes kept as hex in a file beside the users file (`DIR/_session_secret`, mode 0600,
@@ -11,15 +12,14 @@ import Foundation
 enum SessionSecret {
     /// The secret's file for a users file: `_session_secret` in the same directory.
     static func path(besideUsersFile users: String) -> String {
-        let dir = (users as NSString).deletingLastPathComponent
-        return (dir.isEmpty ? "." : dir) + "/_session_secret"
+        FileSystem.directory(of: users) + "/_session_secret"
     }
 
     /// Reads the secret at `path`, or makes and stores one when there is none (or it is not
     /// a secret: a file cut short is replaced, which only ends the sessions it signed).
     static func loadOrCreate(at path: String) throws(UserStore.Failure) -> [UInt8] {
         if let data = FileManager.default.contents(atPath: path),
-           let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines),
+           let text = String(data: data, encoding: .utf8)?.trimmingWhitespace(),
            text.utf8.count == 64, let bytes = bytes(hex: text) {
             return bytes
         }

@@ -1,5 +1,5 @@
 import FerryStore
-import Foundation
+import FoundationEssentials
 
 /// The users file of a daemon (`DIR/_users.json`, mode 0600): users with password hashes,
 /// roles and certificate mappings, replaced whole (`DurableFile`), so a reader (the running

@@ -2,7 +2,7 @@
 import Glibc
 #endif
 import FerryStore
-import Foundation
+import FoundationEssentials
 
 /// How the `ferry` command finds the daemon serving a data directory: the daemon holds an
 /// exclusive lock on `DIR/_daemon.lock` for as long as it runs and writes `DIR/_daemon.json`
@@ -93,6 +93,6 @@ public struct DaemonEndpoint: Sendable, Equatable {
 
     /// A new random token (32 bytes, hex).
     public static func newToken() -> String {
-        (0..<4).map { _ in String(format: "%016llx", UInt64.random(in: 0...UInt64.max)) }.joined()
+        Hex.encode((0..<32).map { _ in UInt8.random(in: .min ... .max) })
     }
 }

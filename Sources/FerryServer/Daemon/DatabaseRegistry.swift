@@ -1,5 +1,5 @@
 import FerryStore
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// The databases one daemon serves, by name: every `NAME.ferry` file under a data directory
@@ -42,9 +42,9 @@ public final class DatabaseRegistry: Sendable {
     /// its owner only (0700): it holds the users file's password hashes, the daemon's bearer
     /// token and every database. An existing directory is left as it is.
     public static func createDataDirectory(_ dir: String) throws(RESTError) {
-        var isDirectory: ObjCBool = false
+        var isDirectory = false
         if FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory) {
-            guard isDirectory.boolValue else { throw RESTError(500, "internal_server_error", "\(dir) is not a directory") }
+            guard isDirectory else { throw RESTError(500, "internal_server_error", "\(dir) is not a directory") }
             return
         }
         do {
@@ -89,7 +89,7 @@ public final class DatabaseRegistry: Sendable {
             if dbs[name] != nil || FileManager.default.fileExists(atPath: path) {
                 throw RESTError(412, "file_exists", "The database could not be created, the file already exists.")
             }
-            let parent = (path as NSString).deletingLastPathComponent
+            let parent = FileSystem.directory(of: path)
             try? FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
             var creating = options
             if let conflictPolicy { creating.initialConflictPolicy = conflictPolicy }
@@ -125,9 +125,9 @@ public final class DatabaseRegistry: Sendable {
 
     /// Names of the `*.ferry` files under `dir` whose names are valid database names.
     static func scan(_ dir: String) -> [String] {
-        guard let e = FileManager.default.enumerator(atPath: dir) else { return [] }
+        guard let paths = try? FileManager.default.subpathsOfDirectory(atPath: dir) else { return [] }
         var names: [String] = []
-        while let rel = e.nextObject() as? String {
+        for rel in paths {
             guard rel.hasSuffix(".ferry") else { continue }
             let name = String(rel.dropLast(".ferry".count))
             if (try? DatabaseName(name)) != nil { names.append(name) }

@@ -1,7 +1,8 @@
+import FerryStore
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
+import FoundationEssentials
 
 /// The daemon's small files (users, replications, endpoint), replaced whole: written to a
 /// temporary file (mode 0600: they hold hashes, credentials and tokens), synced, renamed over
@@ -29,8 +30,7 @@ enum DurableFile {
         }
         close(fd)
         guard rename(tmp, path) == 0 else { throw DurableFileError("cannot rename \(tmp) to \(path): errno \(errno)") }
-        let parent = (path as NSString).deletingLastPathComponent
-        let dir = open(parent.isEmpty ? "." : parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let dir = open(FileSystem.directory(of: path), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if dir >= 0 {
             _ = fsync(dir)
             close(dir)

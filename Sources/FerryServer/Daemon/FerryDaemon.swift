@@ -3,7 +3,8 @@ import FerryNet
 import FerryStore
 import FerrySync
 import FerryWebSocket
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import Synchronization
 
@@ -113,7 +114,7 @@ public final class FerryDaemon: Sendable {
     /// The base URL of the REST API.
     public var baseURL: String { "\(secure ? "https" : "http")://\(host):\(port)" }
     /// The replication URL of database `name` (without `/_blipsync`).
-    public func replicationURL(for name: String) -> String { listener.url(for: PercentDecoding.encodeSegment(name)) }
+    public func replicationURL(for name: String) -> String { listener.url(for: PercentEncoding.encodeSegment(name)) }
 
     private init(registry: DatabaseRegistry, access: AccessControl, router: RESTRouter, replications: ReplicationRegistry,
                  scheduler: ReplicationScheduler, metrics: DaemonMetrics, httpConnections: HTTPConnectionTracker,
@@ -299,11 +300,11 @@ public final class FerryDaemon: Sendable {
     static func serverID(_ location: DatabaseRegistry.Location, _ registry: DatabaseRegistry) throws -> String {
         switch location {
         case .single(let name, _):
-            return registry.database(name)?.uuid.uuidString.lowercased().replacingOccurrences(of: "-", with: "") ?? ""
+            return registry.database(name)?.uuid.uuidString.lowercased().replacing("-", with: "") ?? ""
         case .directory(let dir):
             let path = dir + "/_server_id"
             if let data = FileManager.default.contents(atPath: path),
-               let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines), text.count == 32 {
+               let text = String(data: data, encoding: .utf8)?.trimmingWhitespace(), text.count == 32 {
                 return text
             }
             let id = RESTRouter.newID()

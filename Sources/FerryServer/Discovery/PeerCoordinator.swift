@@ -1,8 +1,9 @@
-import FerryDiscovery
 import FerryDNS
+import FerryDiscovery
+import FerryHTTP
 import FerryNet
 import FerryStore
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// The daemon's peers (docs/daemon.md, "Discovery"): it advertises the daemon as
@@ -189,7 +190,7 @@ public actor PeerCoordinator {
                                   "sent": .int(Int64(s.sent)), "send_failures": .int(Int64(s.sendFailures))])
         }
         let left: [JSONValue] = departures.map {
-            .object(["name": .string($0.name), "reason": .string($0.reason), "time": .string(ISO8601DateFormatter().string(from: $0.at))])
+            .object(["name": .string($0.name), "reason": .string($0.reason), "time": .string($0.at.formatted(.iso8601))])
         }
         return .object(["self": .object(me), "peers": .array(peers().map { Self.json($0) }), "departed": .array(left)])
     }
@@ -393,7 +394,7 @@ public actor PeerCoordinator {
         }
         let h = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
         return StaticPeer(url: url, host: h, port: c.port ?? (tls ? 443 : 80), tls: tls, authorization: nil,
-                          user: c.user?.removingPercentEncoding, password: c.password?.removingPercentEncoding)
+                          user: c.user.flatMap { PercentEncoding.decode($0) }, password: c.password.flatMap { PercentEncoding.decode($0) })
     }
 
     /// Whether `url` can name a static peer.

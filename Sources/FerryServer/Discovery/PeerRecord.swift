@@ -1,6 +1,7 @@
 import FerryDiscovery
+import FerryHTTP
 import FerryNet
-import Foundation
+import FoundationEssentials
 
 /// What a Ferry peer advertises about itself in its `_ferry._tcp` TXT record
 /// (Protocol/dns-sd.md, "Ferry's service"), and what it is to this daemon: trusted or not,
@@ -100,7 +101,7 @@ public struct PeerRecord: Sendable, Equatable {
     public func url(for db: String) -> String? {
         guard let host = reachableAddresses.first else { return nil }
         let h = host.contains(":") ? "[\(host)]" : host
-        return "\(tls ? "wss" : "ws")://\(h):\(port)/\(PercentDecoding.encodeSegment(db))"
+        return "\(tls ? "wss" : "ws")://\(h):\(port)/\(PercentEncoding.encodeSegment(db))"
     }
 
     /// Whether this daemon, a member of `group`, may replicate with the peer; nil = trusted,

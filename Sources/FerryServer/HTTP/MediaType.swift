@@ -3,6 +3,6 @@ enum MediaType {
     /// The `type/subtype` of a `Content-Type` or `Accept` member, lowercased, parameters dropped
     /// (`Text/Plain; charset=utf-8` → `text/plain`).
     static func essence<S: StringProtocol>(_ value: S) -> String {
-        (value.split(separator: ";").first ?? "").trimmingCharacters(in: .whitespaces).lowercased()
+        (value.split(separator: ";").first ?? "").trimmingASCIIWhitespace().lowercased()
     }
 }

@@ -1,6 +1,6 @@
 import FerryHTTP
-import Synchronization
 import FerryNet
+import Synchronization
 
 /// One HTTP request as the REST layer sees it: the head, the whole body (already limited by
 /// `HTTPLimits.maxBodySize`), the path split and percent-decoded, the query parsed, and who
@@ -49,15 +49,15 @@ public struct RESTRequest: Sendable {
         }
         var segments: [String] = []
         for raw in pathPart.split(separator: "/", omittingEmptySubsequences: true) {
-            guard let s = PercentDecoding.decode(raw, plusIsSpace: false) else { return nil }
+            guard let s = PercentEncoding.decode(raw, plusIsSpace: false) else { return nil }
             segments.append(s)
         }
         self.segments = segments
         var query: [(String, String)] = []
         for pair in (queryPart ?? "").split(separator: "&", omittingEmptySubsequences: true) {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let name = PercentDecoding.decode(parts[0], plusIsSpace: true),
-                  let value = PercentDecoding.decode(parts.count > 1 ? parts[1] : "", plusIsSpace: true) else { return nil }
+            guard let name = PercentEncoding.decode(parts[0], plusIsSpace: true),
+                  let value = PercentEncoding.decode(parts.count > 1 ? parts[1] : "", plusIsSpace: true) else { return nil }
             query.append((name, value))
         }
         self.query = query
@@ -97,54 +97,4 @@ public struct RESTRequest: Sendable {
             }
         }
     }
-}
-
-/// Percent-decoding of URL components (RFC 3986 §2.1), to UTF-8, and the encoding of a path
-/// segment (for clients of the REST API, such as the `ferry` command).
-public enum PercentDecoding {
-    /// The decoded text; nil for a broken escape or bytes that are not UTF-8.
-    static func decode(_ s: Substring, plusIsSpace: Bool) -> String? {
-        if !s.utf8.contains(where: { $0 == UInt8(ascii: "%") || (plusIsSpace && $0 == UInt8(ascii: "+")) }) { return String(s) }
-        var out: [UInt8] = []
-        out.reserveCapacity(s.utf8.count)
-        var it = s.utf8.makeIterator()
-        while let b = it.next() {
-            if b == UInt8(ascii: "%") {
-                guard let h = it.next().flatMap(hexValue), let l = it.next().flatMap(hexValue) else { return nil }
-                out.append(h << 4 | l)
-            } else if plusIsSpace && b == UInt8(ascii: "+") {
-                out.append(0x20)
-            } else {
-                out.append(b)
-            }
-        }
-        return String(validating: out, as: UTF8.self)
-    }
-
-    private static func hexValue(_ b: UInt8) -> UInt8? {
-        switch b {
-        case 48...57: return b - 48
-        case 65...70: return b - 55
-        case 97...102: return b - 87
-        default: return nil
-        }
-    }
-
-    /// `s` escaped for a path segment (everything but unreserved characters).
-    public static func encodeSegment(_ s: String) -> String {
-        var out = ""
-        for b in s.utf8 {
-            switch b {
-            case 48...57, 65...90, 97...122, UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.unicodeScalars.append(Unicode.Scalar(b))
-            default:
-                out += "%" + String(b, radix: 16, uppercase: true).leftPadded(to: 2)
-            }
-        }
-        return out
-    }
-}
-
-extension String {
-    func leftPadded(to n: Int) -> String { count >= n ? self : String(repeating: "0", count: n - count) + self }
 }

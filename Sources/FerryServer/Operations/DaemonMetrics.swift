@@ -1,7 +1,7 @@
 import CoreMetrics
 import FerryStore
 import FerrySync
-import Foundation
+import FoundationEssentials
 import Prometheus
 import Synchronization
 
@@ -180,6 +180,6 @@ public final class DaemonMetrics: Sendable {
     }
 
     private static func fileSize(_ path: String) -> Int64 {
-        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.int64Value ?? 0
+        FileSystem.size(atPath: path)
     }
 }

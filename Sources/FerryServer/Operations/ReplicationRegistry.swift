@@ -1,5 +1,5 @@
 import FerrySync
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// The replications a daemon runs on its own (its managed replications, `--replicate` ones

@@ -1,6 +1,6 @@
 import FerryStore
 import FerrySync
-import Foundation
+import FoundationEssentials
 
 /// Attachments carried inside document bodies on the way in (Protocol/rest.md, "Attachments"):
 /// inline base64 `data` and `multipart/related` parts (`"follows": true`) are written as blobs

@@ -1,6 +1,6 @@
 import FerryStore
 import FerrySync
-import Foundation
+import FoundationEssentials
 
 /// Attachments on the way out (Protocol/rest.md, "Attachments"), in CouchDB's shapes: a stub is
 /// `{"content_type","revpos","digest","length","stub":true}` with CouchDB's `md5-` digest when

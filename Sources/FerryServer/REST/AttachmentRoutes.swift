@@ -1,6 +1,7 @@
+import FerryHTTP
 import FerryStore
 import FerrySync
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// `GET|HEAD|PUT|DELETE /{db}/{docid}/{attname}` (Protocol/rest.md, "Attachments"): an
@@ -107,7 +108,7 @@ extension RESTRouter {
             let edited = doc
             let saved = try await c.db.write { (d) throws(StoreError) in try d.save(edited, concurrencyControl: .failOnConflict) }
             let rev = saved.revisionID?.description ?? ""
-            let location = "/" + [c.name, docID, name].map(PercentDecoding.encodeSegment).joined(separator: "/")
+            let location = "/" + [c.name, docID, name].map(PercentEncoding.encodeSegment).joined(separator: "/")
             // CouchDB answers an attachment write with Location but no ETag.
             return .json(201, .object(["ok": true, "id": .string(docID), "rev": .string(rev)]), headers: [("Location", location)])
         } catch { throw RESTError(error) }
@@ -173,14 +174,14 @@ extension RESTRouter {
     /// malformed or outside the body, and the whole body is answered (RFC 9110 lets a server
     /// ignore `Range`).
     static func byteRange(_ header: String?, length: Int64) -> ByteRange {
-        guard let h = header?.trimmingCharacters(in: .whitespaces), h.lowercased().hasPrefix("bytes=") else { return .whole }
+        guard let h = header?.trimmingASCIIWhitespace(), h.lowercased().hasPrefix("bytes=") else { return .whole }
         let spec = h.dropFirst("bytes=".count)
         if spec.contains(",") {
             let items = spec.split(separator: ",", omittingEmptySubsequences: false)
             guard items.count < 10 else { return .whole }
             var ranges: [(Int64, Int64)] = []
             for item in items {
-                guard case .part(let lo, let hi) = byteRange("bytes=" + item.trimmingCharacters(in: .whitespaces), length: length) else {
+                guard case .part(let lo, let hi) = byteRange("bytes=" + item.trimmingASCIIWhitespace(), length: length) else {
                     return .whole
                 }
                 ranges.append((lo, hi))
@@ -189,7 +190,7 @@ extension RESTRouter {
         }
         let ends = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
         guard ends.count == 2 else { return .whole }
-        let first = ends[0].trimmingCharacters(in: .whitespaces), last = ends[1].trimmingCharacters(in: .whitespaces)
+        let first = ends[0].trimmingASCIIWhitespace(), last = ends[1].trimmingASCIIWhitespace()
         func number(_ s: String) -> Int64? { s.isEmpty || !s.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) ? nil : Int64(s) }
         if first.isEmpty {
             guard let n = number(last) else { return .whole }

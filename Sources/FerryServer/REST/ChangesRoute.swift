@@ -1,6 +1,6 @@
 import FerryStore
 import FerrySync
-import Foundation
+import FoundationEssentials
 
 /// `GET|POST /{db}/_changes` (Protocol/rest.md, "Changes feed"): `feed=normal`, `longpoll`,
 /// `continuous` (one JSON line per change) and `eventsource` (Server-Sent Events), with
@@ -122,7 +122,7 @@ extension RESTRouter {
                 q.since = c.db.lastSequence
             } else {
                 // CouchDB 2+ sequences are opaque strings; Ferry's are integers, possibly quoted.
-                guard let n = Int64(since.trimmingCharacters(in: ["\""]).split(separator: "-").first ?? ""), n >= 0 else {
+                guard let n = Int64(since.trimming { $0 == "\"" }.split(separator: "-").first ?? ""), n >= 0 else {
                     throw .badRequest("since must be a sequence number or \"now\"")
                 }
                 q.since = n

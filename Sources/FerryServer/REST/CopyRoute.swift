@@ -1,5 +1,6 @@
+import FerryHTTP
 import FerryStore
-import Foundation
+import FoundationEssentials
 
 /// `COPY /{db}/{docid}` (Protocol/rest.md, "Documents"), as CouchDB has it: the source's
 /// current revision (or `?rev=`) saved under the `Destination` header's ID — `newid` for a new
@@ -39,16 +40,16 @@ extension RESTRouter {
     /// The destination's ID (percent-decoded, as CouchDB reads it) and the revision it names
     /// with `?rev=`, if any.
     static func copyDestination(_ header: String) throws(RESTError) -> (id: String, rev: String?) {
-        let trimmed = header.trimmingCharacters(in: .whitespaces)
+        let trimmed = header.trimmingASCIIWhitespace()
         let parts = trimmed.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
-        guard let rawID = parts.first, let id = PercentDecoding.decode(rawID, plusIsSpace: false), !id.isEmpty else {
+        guard let rawID = parts.first, let id = PercentEncoding.decode(rawID, plusIsSpace: false), !id.isEmpty else {
             throw .illegalDocumentID("")
         }
         var rev: String?
         if parts.count == 2 {
             for pair in parts[1].split(separator: "&") {
                 let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                if kv.count == 2, kv[0] == "rev" { rev = PercentDecoding.decode(kv[1], plusIsSpace: true) }
+                if kv.count == 2, kv[0] == "rev" { rev = PercentEncoding.decode(kv[1], plusIsSpace: true) }
             }
         }
         return (id, rev)

@@ -1,5 +1,5 @@
-import Foundation
 import FerryStore
+import FoundationEssentials
 
 /// `/{db}/_design/{name}` and `/{db}/_design/{name}/{attname}` (Protocol/rest.md, "Design
 /// documents"): design documents are documents — stored, listed, replicated and served like
@@ -54,10 +54,7 @@ extension RESTRouter {
     /// CouchDB's 301 from a target naming `_design%2F…` to the same target with `_design/`
     /// (the escape matched in either case), as an absolute URL and with an empty body.
     static func designRedirect(_ r: RESTRequest) -> RESTResponse {
-        var target = r.head.target
-        while let range = target.range(of: "_design%2F", options: .caseInsensitive) {
-            target.replaceSubrange(range, with: "_design/")
-        }
+        let target = r.head.target.replacing(/_design%2F/.ignoresCase(), with: "_design/")
         return RESTResponse(status: 301, headers: [("Location", target)], body: .bytes([]))
     }
 

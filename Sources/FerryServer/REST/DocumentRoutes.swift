@@ -1,3 +1,4 @@
+import FerryHTTP
 import FerryStore
 
 /// `/{db}/{docid}` and `POST /{db}` (Protocol/rest.md, "Documents"): read with `rev`, `revs`,
@@ -75,7 +76,7 @@ extension RESTRouter {
 
     /// `Location` of document `id` in database `db` (the router makes it absolute, as CouchDB's).
     static func documentLocation(db: String, id: String) -> String {
-        "/\(PercentDecoding.encodeSegment(db))/\(PercentDecoding.encodeSegment(id))"
+        "/\(PercentEncoding.encodeSegment(db))/\(PercentEncoding.encodeSegment(id))"
     }
 
     private func readDocument(_ c: Context, _ id: String) throws(RESTError) -> RESTResponse {
@@ -181,7 +182,7 @@ extension RESTRouter {
     static func namedRevision(_ r: RESTRequest, body: String?) throws(RESTError) -> String? {
         var candidates: [String] = []
         if let q = r[query: "rev"] { candidates.append(q) }
-        if let m = r.header("If-Match") { candidates.append(m.trimmingCharacters(in: ["\""])) }
+        if let m = r.header("If-Match") { candidates.append(m.trimming { $0 == "\"" }) }
         if let body { candidates.append(body) }
         guard let first = candidates.first else { return nil }
         guard candidates.allSatisfy({ $0 == first }) else {

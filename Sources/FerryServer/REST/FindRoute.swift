@@ -1,5 +1,5 @@
 import FerryStore
-import Foundation
+import FoundationEssentials
 
 /// Mango queries (Protocol/rest.md, "Queries"): `POST /{db}/_find` and `_explain` on the
 /// store's Mango engine (`Database.find`, CouchDB 3.5's semantics), and the indexes —

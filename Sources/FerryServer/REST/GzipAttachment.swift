@@ -43,7 +43,7 @@ enum GzipAttachment {
     static func accepted(by acceptEncoding: String?) -> Bool {
         guard let acceptEncoding else { return false }
         for item in acceptEncoding.split(separator: ",") {
-            let parts = item.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            let parts = item.split(separator: ";").map { $0.trimmingASCIIWhitespace().lowercased() }
             guard let coding = parts.first, ["gzip", "x-gzip", "*"].contains(coding) else { continue }
             let q = parts.dropFirst().first { $0.hasPrefix("q=") }.flatMap { Double($0.dropFirst(2)) } ?? 1
             return q > 0

@@ -90,9 +90,9 @@ struct MultipartRelated {
         var headers: [(name: String, value: String)] = []
         for line in text.split(separator: "\r\n", omittingEmptySubsequences: true) {
             guard let colon = line.firstIndex(of: ":") else { throw .badRequest("bad multipart header line") }
-            let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
+            let name = line[..<colon].trimmingASCIIWhitespace().lowercased()
             guard !name.isEmpty else { throw .badRequest("bad multipart header line") }
-            headers.append((name, line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+            headers.append((name, line[line.index(after: colon)...].trimmingASCIIWhitespace()))
         }
         return Part(headers: headers, body: bytes[(blank + 4)...])
     }
@@ -102,8 +102,8 @@ struct MultipartRelated {
     static func parameter(_ name: String, in value: String) -> String? {
         for piece in value.split(separator: ";").dropFirst() {
             let kv = piece.split(separator: "=", maxSplits: 1)
-            guard kv.count == 2, kv[0].trimmingCharacters(in: .whitespaces).lowercased() == name else { continue }
-            var v = kv[1].trimmingCharacters(in: .whitespaces)
+            guard kv.count == 2, kv[0].trimmingASCIIWhitespace().lowercased() == name else { continue }
+            var v = kv[1].trimmingASCIIWhitespace()
             if v.count >= 2, v.hasPrefix("\""), v.hasSuffix("\"") { v = String(v.dropFirst().dropLast()) }
             return v
         }

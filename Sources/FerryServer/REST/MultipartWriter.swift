@@ -1,5 +1,5 @@
-import Foundation
 import FerryStore
+import FoundationEssentials
 
 /// Writes a multipart body (RFC 2046 §5.1) as CouchDB sends one: `--B` CRLF, a part's header
 /// fields, an empty line, its content, CRLF; `--B--` at the end. The boundary is 32 random hex
@@ -12,7 +12,7 @@ struct MultipartWriter {
 
     /// A writer with a fresh random boundary (or `boundary`, for tests).
     init(boundary: String? = nil) {
-        self.boundary = boundary ?? UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        self.boundary = boundary ?? UUID().uuidString.replacing("-", with: "").lowercased()
     }
 
     /// `multipart/<subtype>; boundary="…"`.
@@ -59,6 +59,6 @@ struct MultipartWriter {
     /// would end the header line) become `_`: the name is informative, parts pair by order.
     static func quoted(_ s: String) -> String {
         let safe = String(String.UnicodeScalarView(s.unicodeScalars.map { $0.value < 32 || $0.value == 127 ? "_" : $0 }))
-        return "\"" + safe.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        return "\"" + safe.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"") + "\""
     }
 }

@@ -1,6 +1,6 @@
 import FerryStore
 import FerrySync
-import Foundation
+import FoundationEssentials
 import Logging
 import Synchronization
 

@@ -1,5 +1,6 @@
+import FerryHTTP
 import FerryStore
-import Foundation
+import FoundationEssentials
 
 /// Server-wide routes (Protocol/rest.md, "Server"): `/`, `/_all_dbs`, `/_uuids`,
 /// and creating, describing and deleting databases.
@@ -60,7 +61,7 @@ extension RESTRouter {
         var policy: ConflictPolicy?
         if let text = r[query: "conflict_policy"] { policy = try Self.conflictPolicy(text, parameter: "conflict_policy") }
         _ = try registry.create(name, conflictPolicy: policy)
-        return .json(201, Array(#"{"ok":true}"#.utf8), headers: [("Location", "/" + PercentDecoding.encodeSegment(name))])
+        return .json(201, Array(#"{"ok":true}"#.utf8), headers: [("Location", "/" + PercentEncoding.encodeSegment(name))])
     }
 
     /// A new database's `ConflictPolicy` named by `text` (the value of `parameter`); 400 otherwise.
@@ -134,6 +135,6 @@ extension RESTRouter {
     }
 
     static func fileSize(_ path: String) -> Int64 {
-        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.int64Value ?? 0
+        FileSystem.size(atPath: path)
     }
 }

@@ -1,3 +1,4 @@
+import FerryHTTP
 import FerryStore
 
 /// `/_session` (Protocol/rest.md, "Sessions"): CouchDB's cookie login, which CouchDB's own
@@ -45,8 +46,8 @@ extension RESTRouter {
         if type.hasPrefix("application/x-www-form-urlencoded") {
             for pair in try r.decodedBody().split(separator: UInt8(ascii: "&")) {
                 let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
-                guard let key = PercentDecoding.decode(Substring(decoding: parts[0], as: UTF8.self), plusIsSpace: true) else { continue }
-                let value = PercentDecoding.decode(Substring(decoding: parts.count > 1 ? parts[1] : [], as: UTF8.self), plusIsSpace: true)
+                guard let key = PercentEncoding.decode(Substring(decoding: parts[0], as: UTF8.self), plusIsSpace: true) else { continue }
+                let value = PercentEncoding.decode(Substring(decoding: parts.count > 1 ? parts[1] : [], as: UTF8.self), plusIsSpace: true)
                 if key == "name" { name = value } else if key == "password" { password = value }
             }
         } else if type.hasPrefix("application/json") {

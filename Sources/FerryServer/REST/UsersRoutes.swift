@@ -1,5 +1,6 @@
+import FerryHTTP
 import FerryStore
-import Foundation
+import FoundationEssentials
 
 /// `/_users`: CouchDB's users database, mapped onto the users file (Protocol/rest.md,
 /// "Users"). A document `org.couchdb.user:NAME` is the user NAME: its `roles` are the user's
@@ -135,8 +136,6 @@ extension RESTRouter {
     }
 
     static func encodePathSegment(_ s: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~:@")
-        return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
+        return PercentEncoding.encode(s, keeping: ":@")
     }
 }

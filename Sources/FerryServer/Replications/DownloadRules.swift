@@ -1,6 +1,6 @@
 import FerryStore
 import FerrySync
-import Foundation
+import FoundationEssentials
 
 /// A replication document's `download` rules (Protocol/download-rules.md) as the replicator's
 /// attachment download policy.

@@ -1,7 +1,8 @@
 import FerryNet
 import FerryStore
 import FerrySync
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import Synchronization
 
@@ -221,9 +222,9 @@ final class ManagedReplication: Sendable {
             if let error {
                 record("crashed", .crashing, reason: "\(error)")
             } else if schedule.budget > 0 && took >= schedule.budget {
-                record("budget", .pending, reason: String(format: "stopped at the %.3g s budget after %.3f s", schedule.budget, took))
+                record("budget", .pending, reason: "stopped at the \(Self.decimal(schedule.budget, trimmingZeros: true)) s budget after \(Self.decimal(took)) s")
             } else {
-                record("completed", .pending, reason: String(format: "caught up in %.3f s", took))
+                record("completed", .pending, reason: "caught up in \(Self.decimal(took)) s")
             }
         }
     }
@@ -361,5 +362,17 @@ final class ManagedReplication: Sendable {
             }
         }
         environment.changed(id, false)
+    }
+
+    /// `x` with three decimals (`2.105`), or as few as it needs (`2`, `0.5`) when `trimmingZeros`.
+    static func decimal(_ x: Double, trimmingZeros: Bool = false) -> String {
+        guard x.isFinite else { return "\(x)" }
+        let thousandths = Int64((abs(x) * 1000).rounded())
+        var text = "\(x < 0 && thousandths > 0 ? "-" : "")\(thousandths / 1000)"
+        var fraction = String(thousandths % 1000)
+        fraction = String(repeating: "0", count: 3 - fraction.count) + fraction
+        if trimmingZeros { while fraction.last == "0" { fraction.removeLast() } }
+        if !fraction.isEmpty { text += "." + fraction }
+        return text
     }
 }

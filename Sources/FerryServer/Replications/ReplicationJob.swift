@@ -1,5 +1,5 @@
 import FerryStore
-import Foundation
+import FoundationEssentials
 
 /// The operator's views of a managed replication (Protocol/replicator.md): CouchDB's
 /// `_scheduler/jobs` and `_scheduler/docs` entries, and the `_replicator` document.

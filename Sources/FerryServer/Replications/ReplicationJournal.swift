@@ -1,5 +1,5 @@
 import FerryStore
-import Foundation
+import FoundationEssentials
 
 /// What a managed replication did, kept with its document so that it outlives the daemon:
 /// its state, counters, the last error, recent state changes and recent per-document

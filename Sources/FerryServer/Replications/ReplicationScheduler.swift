@@ -1,7 +1,8 @@
+import Dispatch
 import FerryNet
 import FerryStore
 import FerrySync
-import Foundation
+import FoundationEssentials
 import Logging
 import Synchronization
 

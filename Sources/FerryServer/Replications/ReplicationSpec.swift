@@ -1,7 +1,8 @@
+import FerryHTTP
 import FerryNet
 import FerryStore
 import FerrySync
-import Foundation
+import FoundationEssentials
 
 /// What an operator asks of one managed replication (Protocol/replicator.md): a replication
 /// document, CouchDB `_replicator`-shaped, between one local database and one peer.
@@ -356,8 +357,8 @@ public struct ReplicationSpec: Sendable, Equatable {
     static func normalizePeer(_ url: String) -> (String, String?, String?)? {
         guard var c = URLComponents(string: url), let scheme = c.scheme?.lowercased(), c.host?.isEmpty == false,
               ["ws", "wss", "http", "https"].contains(scheme) else { return nil }
-        let user = c.user?.removingPercentEncoding ?? c.user
-        let password = c.password?.removingPercentEncoding ?? c.password
+        let user = c.user.map { PercentEncoding.decode($0) ?? $0 }
+        let password = c.password.map { PercentEncoding.decode($0) ?? $0 }
         c.user = nil
         c.password = nil
         guard let plain = c.string, c.path.count > 1 else { return nil }
@@ -373,7 +374,7 @@ public struct ReplicationSpec: Sendable, Equatable {
 
     /// `"15m"` → 900; nil if not a duration.
     public static func parseDuration(_ text: String) -> Double? {
-        let s = text.trimmingCharacters(in: .whitespaces).lowercased()
+        let s = text.trimmingASCIIWhitespace().lowercased()
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
         for (u, f) in units where s.hasSuffix(u) {
             guard let n = Double(s.dropLast(u.count)), n >= 0 else { continue }

@@ -1,5 +1,5 @@
 import FerryStore
-import Foundation
+import FoundationEssentials
 
 /// Where a daemon keeps its managed replications: one JSON file (`DIR/_replicator.json`, or
 /// `FILE.replicator.json` beside a single `--db` file), mode 0600 because it holds peer

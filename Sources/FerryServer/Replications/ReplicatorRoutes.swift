@@ -1,6 +1,7 @@
+import FerryHTTP
 import FerryStore
 import FerrySync
-import Foundation
+import FoundationEssentials
 
 /// The REST face of the managed replications (Protocol/replicator.md), answered by a router
 /// hook for server admins only (replication documents hold peer URLs and credentials):
@@ -81,7 +82,7 @@ enum ReplicatorRoutes {
         case "PUT":
             return try await put(id, try RESTRouter.jsonObject(r, strict: false), r, router, scheduler)
         case "DELETE":
-            let rev = r[query: "rev"] ?? r.header("If-Match")?.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            let rev = r[query: "rev"] ?? r.header("If-Match")?.trimming { $0 == "\"" }
             guard let rev else { throw .conflict }
             try await call { () throws(ReplicationScheduler.Failure) in try await scheduler.remove(id, revision: rev) }
             return .json(200, .object(["ok": true, "id": .string(id), "rev": .string(ReplicationStore.nextRevision(after: rev))]))
@@ -161,13 +162,10 @@ enum ReplicatorRoutes {
     static func couchDBAnswer(_ j: ReplicationJournal, id: String, sourceSequence: String, byIDs: Bool) -> JSONValue {
         let session = String(id.drop { $0 != "-" }.dropFirst())
         let written = Int64(j.docsPushed + j.docsPulled)
-        let format = DateFormatter()
-        format.locale = Locale(identifier: "en_US_POSIX")
-        format.timeZone = TimeZone(identifier: "GMT")
-        format.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        func rfc1123(_ t: Double) -> String { HTTPDate.format(secondsSince1970: Int(t.rounded(.down))) }
         let entry: JSONValue = .object([
-            "session_id": .string(session), "start_time": .string(format.string(from: Date(timeIntervalSince1970: j.startTime))),
-            "end_time": .string(format.string(from: Date(timeIntervalSince1970: j.lastUpdated))),
+            "session_id": .string(session), "start_time": .string(rfc1123(j.startTime)),
+            "end_time": .string(rfc1123(j.lastUpdated)),
             "start_last_seq": "0", "end_last_seq": .string(sourceSequence), "recorded_seq": .string(sourceSequence),
             "missing_checked": .int(written + Int64(j.docWriteFailures)), "missing_found": .int(written + Int64(j.docWriteFailures)),
             "docs_read": .int(written + Int64(j.docWriteFailures)), "docs_written": .int(written),
@@ -278,7 +276,7 @@ enum ReplicatorRoutes {
         var url = URLComponents(string: base)
         url?.user = user
         url?.password = password
-        url?.percentEncodedPath = "/" + PercentDecoding.encodeSegment(target)
+        url?.percentEncodedPath = "/" + PercentEncoding.encodeSegment(target)
         guard let full = url?.string else { throw .badRequest("target \(target.debugDescription) is not a database name") }
         body["target"] = .string(full)
     }
@@ -302,8 +300,8 @@ enum ReplicatorRoutes {
                 "changes_pending": job.info.changesPending.map { .int($0) } ?? .null,
                 "user": .null,
             ]
-            let started = job.startTime.flatMap { ISO8601DateFormatter().date(from: $0) }
-            let updated = job.lastUpdated.flatMap { ISO8601DateFormatter().date(from: $0) }
+            let started = job.startTime.flatMap { try? Date.ISO8601FormatStyle().parse($0) }
+            let updated = job.lastUpdated.flatMap { try? Date.ISO8601FormatStyle().parse($0) }
             o["started_on"] = .int(Int64(started?.timeIntervalSince1970 ?? 0))
             o["updated_on"] = .int(Int64((updated ?? started)?.timeIntervalSince1970 ?? 0))
             return .object(o)

@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+import FoundationEssentials
 
 /// The content address of a blob: the SHA-1 of its bytes, written `sha1-<standard base64>` as
 /// CouchDB and Couchbase do (`sha1-qvTGHdzF6KLavt4PO0gs2a6pQ00=` for `hello`).

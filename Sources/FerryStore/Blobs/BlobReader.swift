@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Reads one stored blob in chunks, so a blob of any size is never held in memory whole.
 /// Use `read(max:)` in a loop, or `for try await chunk in reader` (chunks of at most
@@ -24,7 +25,7 @@ public final class BlobReader: AsyncSequence {
         var st = stat()
         guard fstat(fd, &st) == 0 else {
             let e = errno
-            Foundation.close(fd)
+            Glibc.close(fd)
             throw .io(operation: "stat blob \(digest)", errno: e)
         }
         self.fd = fd
@@ -40,7 +41,7 @@ public final class BlobReader: AsyncSequence {
         guard fd >= 0, max > 0 else { return [] }
         var out = [UInt8](repeating: 0, count: max)
         while true {
-            let n = out.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, max) }
+            let n = out.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, max) }
             if n < 0 {
                 if errno == EINTR { continue }
                 throw .io(operation: "read blob \(digest)", errno: errno)
@@ -64,7 +65,7 @@ public final class BlobReader: AsyncSequence {
 
     /// Closes the file; later reads return nothing. Safe to call twice.
     public func close() {
-        if fd >= 0 { Foundation.close(fd) }
+        if fd >= 0 { Glibc.close(fd) }
         fd = -1
     }
 

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// The blob folder beside a database (`<db>.attachments/`): one file per distinct content,
@@ -116,7 +117,7 @@ final class BlobStore: Sendable {
     func syncDirectory() throws(StoreError) {
         let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw .io(operation: "open \(directory)", errno: errno) }
-        defer { Foundation.close(fd) }
+        defer { Glibc.close(fd) }
         guard fsync(fd) == 0 else { throw .io(operation: "fsync \(directory)", errno: errno) }
     }
 

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Streams one blob into the store chunk by chunk, hashing as it goes, so a blob of any size
 /// needs no more memory than one chunk. Get one from `Database.makeBlobWriter()`, `write` the
@@ -40,7 +41,7 @@ public final class BlobWriter {
         var offset = 0
         while offset < buffer.count {
             guard let base = buffer.baseAddress else { break }
-            let n = Foundation.write(fd, base + offset, buffer.count - offset)
+            let n = Glibc.write(fd, base + offset, buffer.count - offset)
             if n < 0 {
                 if errno == EINTR { continue }
                 let e = errno
@@ -63,7 +64,7 @@ public final class BlobWriter {
             cancel()
             throw .io(operation: "fsync blob", errno: e)
         }
-        Foundation.close(fd)
+        Glibc.close(fd)
         fd = -1
         done = true
         defer { store.releaseTempFile(tempName) }
@@ -76,7 +77,7 @@ public final class BlobWriter {
     public func cancel() {
         guard !done else { return }
         done = true
-        if fd >= 0 { Foundation.close(fd) }
+        if fd >= 0 { Glibc.close(fd) }
         fd = -1
         unlink(store.directory + "/" + tempName)
         store.releaseTempFile(tempName)

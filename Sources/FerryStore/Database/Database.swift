@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import Synchronization
 
@@ -88,7 +89,9 @@ public final class Database: Sendable {
             try fm.copyItem(atPath: source, toPath: temp)
         } catch {
             try? fm.removeItem(atPath: temp)
-            throw .io(operation: "copy \(source)", errno: Int32((error as NSError).code))
+            // FileManager's errors are CocoaErrors; the system's reason is the POSIX error under them.
+            let posix = (error as? POSIXError) ?? ((error as? CocoaError)?.underlying as? POSIXError)
+            throw .io(operation: "copy \(source)", errno: posix?.code.rawValue ?? EIO)
         }
         guard rename(temp, target) == 0 else {
             let e = errno

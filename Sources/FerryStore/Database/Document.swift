@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A JSON document as the application sees it: an ID, its properties, and the revision it was
 /// read at. Change `properties` and pass it to `Database.save`; the revision it was read at is

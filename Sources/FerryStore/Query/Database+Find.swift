@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What `Database.find(_:)` answers: the documents in order, where the page ended, the index
 /// that served the query, and CouchDB's warnings and statistics.

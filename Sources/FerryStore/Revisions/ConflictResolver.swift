@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Decides a conflict between two leaves of a document — the one resolver type of the store
 /// API (`Database.resolveConflict(documentID:local:remote:using:)`,

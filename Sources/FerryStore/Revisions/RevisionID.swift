@@ -204,11 +204,5 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
         return Array(digest[..<Int(len)])
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = CanonicalJSON.hexDigits
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        for b in bytes { out.append(digits[Int(b >> 4)]); out.append(digits[Int(b & 0xF)]) }
-        return String(decoding: out, as: UTF8.self)
-    }
+    static func hex(_ bytes: [UInt8]) -> String { Hex.encode(bytes) }
 }

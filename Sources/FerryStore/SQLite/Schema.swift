@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The database schema, its version (`PRAGMA user_version`) and the migrations that bring an
 /// older file up to date. Ferry files carry `PRAGMA application_id = 0x46455259` ("FERY").

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What a write transaction needs to know besides the connection: the options, the blob store
 /// (to check attachment lengths) and a snapshot of the registered validation functions (in name

@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+import FoundationEssentials
 
 /// CouchDB's attachment digest, `md5-<base64>` (couch_att: the MD5 of the bytes as stored),
 /// kept beside Ferry's own `sha1-` content address. CouchDB clients compare it: PouchDB's

@@ -1,6 +1,6 @@
 import FerryHTTP
 import FerryStore
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// One direction's checkpoint in CouchDB's shape (Protocol/replication-http.md,
@@ -24,7 +24,7 @@ final class CouchCheckpoint: Sendable {
     let id: String
     private let source: Side
     private let target: Side
-    private let sessionID = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+    private let sessionID = UUID().uuidString.replacing("-", with: "").lowercased()
     private let startTime = HTTPDate.now()
     /// The copies' bodies as last read or written, and the remote copy's `_rev`.
     private let state = Mutex<(source: [String: JSONValue]?, target: [String: JSONValue]?, remoteRev: String?,
@@ -120,7 +120,7 @@ final class CouchCheckpoint: Sendable {
         switch side {
         case .local(let db):
             let id = self.id
-            do { try await db.write { (d) throws(StoreError) in try d.putLocalDocument(id, properties: body) } } catch { throw .store(error) }
+            do { _ = try await db.write { (d) throws(StoreError) in try d.putLocalDocument(id, properties: body) } } catch { throw .store(error) }
         case .remote(let remote):
             var doc = body
             if let rev = state.withLock({ $0.remoteRev }) { doc["_rev"] = .string(rev) }
@@ -151,7 +151,7 @@ final class CouchCheckpoint: Sendable {
     static func md5Hex(_ bytes: [UInt8]) -> String {
         let text = AttachmentMD5.digest(bytes)  // "md5-<base64>"
         guard let raw = Data(base64Encoded: String(text.dropFirst(4))) else { return "" }
-        return raw.map { String(format: "%02x", $0) }.joined()
+        return Hex.encode(raw)
     }
 }
 

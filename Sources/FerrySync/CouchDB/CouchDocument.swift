@@ -1,6 +1,6 @@
 import FerryHTTP
 import FerryStore
-import Foundation
+import FoundationEssentials
 
 /// Revisions in CouchDB's JSON (Protocol/replication-http.md, "Documents"), both ways: a
 /// `_bulk_get` document (`_id`, `_rev`, `_revisions`, `_deleted`, `_attachments` with base64
@@ -187,7 +187,7 @@ enum CouchDocument {
         let dash = Array("--\(boundary)\r\n".utf8)
         var body = dash + Array("Content-Type: application/json\r\n\r\n".utf8) + CanonicalJSON.encode(.object(outgoing.doc)) + [13, 10]
         for p in outgoing.parts {
-            let name = p.name.replacingOccurrences(of: "\"", with: "\\\"")
+            let name = p.name.replacing("\"", with: "\\\"")
             body += dash + Array("Content-Type: \(p.contentType)\r\nContent-Disposition: attachment; filename=\"\(name)\"\r\nContent-Length: \(p.bytes.count)\r\n\r\n".utf8)
             body += p.bytes + [13, 10]
         }

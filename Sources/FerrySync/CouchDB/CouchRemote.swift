@@ -1,6 +1,6 @@
 import FerryHTTP
 import FerryStore
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// A CouchDB database reached over HTTP (Protocol/replication-http.md): JSON requests against
@@ -202,7 +202,7 @@ final class CouchRemote: Sendable {
     private static func authSession(_ setCookie: String) -> String? {
         guard let first = setCookie.split(separator: ";").first else { return nil }
         let parts = first.split(separator: "=", maxSplits: 1)
-        guard parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces) == "AuthSession" else { return nil }
+        guard parts.count == 2, parts[0].trimmingASCIIWhitespace() == "AuthSession" else { return nil }
         let value = String(parts[1])
         return value.isEmpty ? nil : value
     }
@@ -222,9 +222,7 @@ final class CouchRemote: Sendable {
 
     /// `s` percent-encoded for a path segment or a query value.
     static func encode(_ s: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
+        return PercentEncoding.encode(s)
     }
 
     /// A document ID as CouchDB's paths take it: a design document keeps its `_design/` slash.

@@ -1,5 +1,5 @@
 import FerryStore
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// Stores received revisions in batches: whatever has arrived while the previous transaction

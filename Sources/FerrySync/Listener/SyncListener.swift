@@ -2,7 +2,7 @@ import FerryBLIP
 import FerryNet
 import FerryStore
 import FerryWebSocket
-import Foundation
+import FoundationEssentials
 import Logging
 import Synchronization
 
@@ -176,7 +176,7 @@ public final class SyncListener: Sendable {
                 guard path.hasPrefix("/"), path.hasSuffix(suffix), path.count > suffix.count + 1 else {
                     return .refuse(status: 404, message: "no database at \(path)")
                 }
-                let name = String(path.dropFirst().dropLast(suffix.count)).removingPercentEncoding ?? ""
+                let name = PercentEncoding.decode(String(path.dropFirst().dropLast(suffix.count))) ?? ""
                 guard let db = resolve(name) else {
                     return .refuse(status: 404, message: "no database at \(path)")
                 }

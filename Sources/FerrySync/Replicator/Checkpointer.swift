@@ -1,7 +1,7 @@
 import COpenSSL
 import FerryBLIP
 import FerryStore
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// Where a replication stands, kept on both sides (Protocol/replication.md, "Checkpoints"): locally in a local

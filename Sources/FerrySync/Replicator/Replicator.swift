@@ -3,7 +3,8 @@ import FerryHTTP
 import FerryNet
 import FerryStore
 import FerryWebSocket
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import Synchronization
 
@@ -363,7 +364,7 @@ public final class Replicator: Sendable {
         c.user = nil
         c.password = nil
         guard let plain = c.string else { return nil }
-        return (plain, user.removingPercentEncoding ?? user, password.removingPercentEncoding ?? password)
+        return (plain, PercentEncoding.decode(user) ?? user, PercentEncoding.decode(password) ?? password)
     }
 
     private func connect() async throws(ReplicationError) -> BLIPConnection {

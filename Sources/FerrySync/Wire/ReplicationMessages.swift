@@ -1,5 +1,5 @@
-import Foundation
 import FerryStore
+import FoundationEssentials
 
 /// The JSON bodies of the replication messages (Protocol/replication.md), encoded and decoded
 /// without I/O. Decoding never traps: anything malformed is a `.protocolError` naming what is
@@ -216,6 +216,6 @@ enum ReplicationMessages {
     /// The `history` property: ancestor IDs, newest first, comma-separated (spaces tolerated).
     static func decodeHistory(_ text: String?) -> [String] {
         guard let text, !text.isEmpty else { return [] }
-        return text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        return text.split(separator: ",").map { $0.trimmingASCIIWhitespace() }.filter { !$0.isEmpty }
     }
 }

@@ -1,7 +1,7 @@
-import COpenSSL
 import CFerrySystem
+import COpenSSL
 import FerryHTTP
-import Foundation
+import FoundationEssentials
 
 /// Shared pieces of the RFC 6455 opening handshake.
 public enum Handshake {

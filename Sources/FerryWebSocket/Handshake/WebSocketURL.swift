@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A parsed `ws://` URL.
 public struct WebSocketURL: Sendable, Equatable {

@@ -1,7 +1,8 @@
 import ArgumentParser
 import FerryStore
 import FerrySync
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// `ferry attachment`: a document's attachments — list them, or print one, fetching it from a
 /// peer first when a pull left it unfetched (`--download-rule … skip`).
@@ -89,17 +90,8 @@ struct AttachmentGet: AsyncParsableCommand {
             throw CommandFailure("cannot read \(name) of \(id): \(error)")
         }
         defer { reader.close() }
-        let out: FileHandle
-        if let output {
-            guard FileManager.default.createFile(atPath: output, contents: nil), let h = FileHandle(forWritingAtPath: output) else {
-                throw CommandFailure("cannot write \(output)")
-            }
-            out = h
-        } else {
-            out = FileHandle.standardOutput
-        }
-        defer { if output != nil { try? out.close() } }
-        for try await chunk in reader { try out.write(contentsOf: chunk) }
+        let out = try OutputFile(path: output)
+        for try await chunk in reader { try out.write(Array(chunk)) }
     }
 
     /// Fetches the attachment from `--peer`, or fails saying how to.

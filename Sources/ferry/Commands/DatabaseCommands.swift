@@ -1,6 +1,6 @@
 import ArgumentParser
 import FerryServer
-import Foundation
+import FoundationEssentials
 
 /// `ferry db create|rm|ls --data DIR`: the databases of a data directory, without a running
 /// daemon (a running one serves a new file at its first request; use its REST API, `PUT /NAME`

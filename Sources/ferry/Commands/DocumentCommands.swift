@@ -1,6 +1,6 @@
 import ArgumentParser
 import FerryStore
-import Foundation
+import FoundationEssentials
 
 /// `ferry put`: saves a document (creating or updating its current revision).
 struct Put: AsyncParsableCommand {

@@ -1,6 +1,6 @@
 import ArgumentParser
 import FerryStore
-import Foundation
+import FoundationEssentials
 
 /// `ferry find`: a Mango query (`_find`'s body, or just a selector) on a database file, by
 /// the engine `_find` uses (`Database.find`).

@@ -1,6 +1,6 @@
 import ArgumentParser
 import FerryStore
-import Foundation
+import FoundationEssentials
 
 /// `ferry index add|ls|rm`: Mango indexes, kept as CouchDB keeps them (design documents
 /// whose `language` is `"query"`, so they replicate), as `POST/GET/DELETE /{db}/_index` do.

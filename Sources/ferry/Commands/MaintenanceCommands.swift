@@ -1,7 +1,7 @@
 import ArgumentParser
 import FerryStore
 import FerrySync
-import Foundation
+import FoundationEssentials
 
 /// `ferry purge ID [--rev R]`: removes a document (or one leaf's branch) without a tombstone.
 struct Purge: AsyncParsableCommand {
@@ -105,7 +105,7 @@ struct DiskUsage {
 
     init(database path: String) {
         let fm = FileManager.default
-        func size(_ p: String) -> Int64 { ((try? fm.attributesOfItem(atPath: p))?[.size] as? NSNumber)?.int64Value ?? 0 }
+        func size(_ p: String) -> Int64 { FileSystem.size(atPath: p) }
         file = size(path)
         wal = size(path + "-wal")
         let folder = path + ".attachments"

@@ -3,7 +3,8 @@ import FerryDiscovery
 import FerryNet
 import FerryServer
 import FerryStore
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 
 /// `ferry peers`: lists the Ferry peers advertised on the LAN (DNS-SD over multicast DNS),

@@ -1,6 +1,6 @@
 import ArgumentParser
 import FerryStore
-import Foundation
+import FoundationEssentials
 
 /// `ferry query`: documents by type and field conditions, a friendly spelling of a Mango
 /// selector run by the same engine as `ferry find` and `_find` (`Database.find`), current
@@ -56,8 +56,8 @@ struct QueryCommand: AsyncParsableCommand {
         let two = next < condition.endIndex && condition[next] == "=" && condition[at] != "="
         let op = two ? String(condition[at...next]) : String(condition[at])
         guard op != "!" else { return nil }
-        let field = condition[..<at].trimmingCharacters(in: .whitespaces)
-        let text = String(condition[(two ? condition.index(after: next) : next)...]).trimmingCharacters(in: .whitespaces)
+        let field = condition[..<at].trimmingWhitespace()
+        let text = String(condition[(two ? condition.index(after: next) : next)...]).trimmingWhitespace()
         guard !field.isEmpty else { return nil }
         let value = literal(text)
         func on(_ op: String, _ v: JSONValue) -> JSONValue { .object([field: .object([op: v])]) }

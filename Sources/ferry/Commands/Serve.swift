@@ -1,9 +1,11 @@
 import ArgumentParser
+import Dispatch
 import FerryNet
 import FerryServer
 import FerryStore
 import FerrySync
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import ServiceLifecycle
 import Synchronization

@@ -3,7 +3,7 @@ import Configuration
 import FerryNet
 import FerryServer
 import FerryStore
-import Foundation
+import FoundationEssentials
 import Logging
 import SystemPackage
 
@@ -40,7 +40,8 @@ struct ServeSettings {
                                         "conflict-policy", "cors", "cookie-same-site", "writer-nice"])
     static let tlsKeys: Set<String> = ["cert", "key", "client-ca"]
 
-    /// Applies a JSON config file, read with swift-configuration's `FileProvider`.
+    /// Applies a JSON config file, read with swift-configuration's `FileProvider` (through
+    /// `JSONConfigSnapshot`).
     mutating func apply(file path: String) async throws {
         guard let bytes = FileManager.default.contents(atPath: path) else { throw ValidationError("--config \(path): cannot read the file") }
         let top: [String: JSONValue]
@@ -61,7 +62,7 @@ struct ServeSettings {
         }
         let config: ConfigReader
         do {
-            config = ConfigReader(provider: try await FileProvider<JSONSnapshot>(filePath: FilePath(path)))
+            config = ConfigReader(provider: try await FileProvider<JSONConfigSnapshot>(filePath: FilePath(path)))
         } catch {
             throw ValidationError("--config \(path): \(error)")
         }

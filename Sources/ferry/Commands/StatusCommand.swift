@@ -1,6 +1,6 @@
 import ArgumentParser
 import FerryStore
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// `ferry status`: a running daemon at a glance — its databases, its replications with their

@@ -2,7 +2,8 @@ import ArgumentParser
 import FerryNet
 import FerryStore
 import FerrySync
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// `ferry sync`: one replication with a peer, with a live progress line and a summary.
 struct Sync: AsyncParsableCommand {
@@ -188,7 +189,7 @@ struct Sync: AsyncParsableCommand {
     }
 
     private func finish(_ tally: Tally, error: ReplicationError?, terminal: Bool) throws {
-        if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        if terminal { StandardStreams.writeError("\r\u{1B}[K") }
         let keys = ["pushed", "pulled", "conflicts resolved", "errors"]
         print("ferry: " + keys.map { "\(tally.counts[$0] ?? 0) \($0)" }.joined(separator: ", "))
         if let error {

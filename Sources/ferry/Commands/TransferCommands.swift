@@ -1,6 +1,7 @@
 import ArgumentParser
 import FerryStore
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// `ferry export` / `ferry import`: documents as JSON lines, one document a line —
 /// `{"_id": ID, …body…}` with attachments inline (`"data"`: base64, CouchDB's shape) — so a
@@ -28,16 +29,7 @@ struct Export: AsyncParsableCommand {
         signal(SIGPIPE, SIG_IGN)
         let db = try database.openExisting()
         defer { db.close() }
-        let handle: FileHandle
-        if let out {
-            guard FileManager.default.createFile(atPath: out, contents: nil), let h = FileHandle(forWritingAtPath: out) else {
-                throw CommandFailure("cannot write \(out)")
-            }
-            handle = h
-        } else {
-            handle = FileHandle.standardOutput
-        }
-        defer { if out != nil { try? handle.close() } }
+        let handle = try OutputFile(path: out)
         var after: String?
         var count = 0
         do {
@@ -56,7 +48,7 @@ struct Export: AsyncParsableCommand {
                     chunk += CanonicalJSON.encode(.object(props))
                     chunk.append(10)
                 }
-                try handle.write(contentsOf: chunk)
+                try handle.write(chunk)
                 count += page.count
                 after = last.id
             }
@@ -116,8 +108,8 @@ struct Import: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let data: Data?
-        if file == "-" { data = FileHandle.standardInput.readDataToEndOfFile() } else { data = FileManager.default.contents(atPath: file) }
+        let data: [UInt8]?
+        if file == "-" { data = StandardStreams.readInput() } else { data = FileManager.default.contents(atPath: file).map { Array($0) } }
         guard let data else {
             throw CommandFailure("cannot read \(file) (\(FileManager.default.fileExists(atPath: file) ? "not readable" : "no such file"))")
         }

@@ -1,6 +1,6 @@
 import ArgumentParser
 import FerryServer
-import Foundation
+import FoundationEssentials
 
 /// `ferry user add|rm|ls`: the users of a daemon's data directory (or users file), with
 /// passwords stored as PBKDF2 hashes and roles per database. A running daemon picks changes

@@ -3,7 +3,7 @@ import FerryHTTP
 import FerryNet
 import FerryServer
 import FerryStore
-import Foundation
+import FoundationEssentials
 
 /// How the `ferry` command talks to a running daemon's REST API: found through the endpoint
 /// file of its data (`--data DIR` or `--db FILE`, see `DaemonEndpoint`) with the daemon's

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FerryServer
-import Foundation
+import FerryStore
+import FoundationEssentials
 
 /// The replications file of data no daemon serves, changed under the daemon's lock (so a
 /// daemon starting meanwhile waits for nothing and reads a whole file).
@@ -25,7 +26,7 @@ struct OfflineReplications {
     }
 
     func update(_ change: (inout [String: ReplicationStore.Entry]) throws -> Void) throws {
-        let dir = (store.path as NSString).deletingLastPathComponent
+        let dir = FileSystem.directory(of: store.path)
         if !dir.isEmpty { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
         let lock = try DaemonEndpoint.lock(prefix)
         defer { lock.release() }

@@ -1,6 +1,7 @@
+import FerryHTTP
 import FerryServer
 import FerryStore
-import Foundation
+import FoundationEssentials
 
 /// Where `ferry status` gets its snapshots. A protocol so the view's loop can be driven by
 /// something other than a live daemon.
@@ -35,8 +36,6 @@ struct DaemonStatusSource: StatusSource {
 
     /// A database name as one path segment: a nested name's `/` must travel as `%2F`.
     static func pathSegment(_ name: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~$()+")
-        return name.addingPercentEncoding(withAllowedCharacters: allowed) ?? name
+        return PercentEncoding.encode(name, keeping: "$()+")
     }
 }

@@ -2,7 +2,8 @@ import ArgumentParser
 import FerryDiscovery
 import FerryNet
 import FerryServer
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// `ferry serve`'s discovery flags: advertising on the LAN (on by default), joining a group
 /// of peers found there, and static peers for networks without multicast (docs/daemon.md,
@@ -49,7 +50,7 @@ struct DiscoveryOptions: ParsableArguments {
         if let peersFile {
             guard let text = try? String(contentsOfFile: peersFile, encoding: .utf8) else { throw ValidationError("--peers-file \(peersFile): cannot read it") }
             peers += text.split(whereSeparator: \.isNewline).map { $0.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? "" }
-                .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+                .map { $0.trimmingWhitespace() }.filter { !$0.isEmpty }
         }
         for p in peers where PeerCoordinator.isValidStaticPeer(p) == false {
             throw ValidationError("--peer \(p): expected ws://HOST:PORT (or wss://, http://, https://)")

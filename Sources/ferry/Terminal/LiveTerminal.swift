@@ -1,5 +1,6 @@
 import Dispatch
-import Foundation
+import FerryNet
+import FoundationEssentials
 import Glibc
 import Synchronization
 
@@ -97,7 +98,8 @@ final class LiveTerminal: Sendable {
     /// blocks, and the cooperative pool's few threads are not for blocking.
     private func readKeys() {
         let (input, continuation) = (input, continuation)
-        let thread = Thread { [weak self] in
+        // Without the thread no key is read; Ctrl-C (SIGINT) still ends the view.
+        try? DetachedThread.start(name: "ferry-keys") { [weak self] in
             var byte: UInt8 = 0
             while let self, !self.restored.load(ordering: .acquiring) {
                 let n = read(input, &byte, 1)
@@ -108,6 +110,5 @@ final class LiveTerminal: Sendable {
                 }
             }
         }
-        thread.start()
     }
 }

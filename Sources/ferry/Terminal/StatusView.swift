@@ -1,5 +1,5 @@
 import FerryServer
-import Foundation
+import FoundationEssentials
 
 /// `ferry status`'s screen as a pure function: a snapshot (and the one before it, for rates)
 /// in, lines of at most `width` columns out. No terminal I/O here, so tests can read exactly
@@ -185,7 +185,7 @@ struct StatusView {
             var line = StyledLine("  ")
             line.append(clock(e.time), .dim)
             line.append("  \(e.job)  ", .bold)
-            line.append(e.text.replacingOccurrences(of: "\n", with: " "), .red)
+            line.append(e.text.replacing("\n", with: " "), .red)
             return line
         })
     }
@@ -204,10 +204,8 @@ struct StatusView {
     /// An ISO 8601 time, with or without fractional seconds.
     static func date(_ iso: String?) -> Date? {
         guard let iso else { return nil }
-        let f = ISO8601DateFormatter()
-        if let d = f.date(from: iso) { return d }
-        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return f.date(from: iso)
+        if let d = try? Date.ISO8601FormatStyle().parse(iso) { return d }
+        return try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(iso)
     }
 
     // MARK: Fitting the height
