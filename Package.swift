@@ -36,12 +36,8 @@ let package = Package(
         // swift-prometheus its Prometheus backend (text exposition format).
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
-        // `ferry serve`: start-up and graceful shutdown on SIGTERM/SIGINT (ServiceGroup), and
-        // its --config file (FileProvider, with our own JSON snapshot).
+        // `ferry serve`: start-up and graceful shutdown on SIGTERM/SIGINT (ServiceGroup).
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
-        // No traits: its JSON provider needs all of Foundation (JSONSerialization); `ferry`
-        // reads its --config JSON with its own parser (JSONConfigSnapshot).
-        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0", traits: []),
         // The DocC catalogs (Sources/*/*.docc): `swift package generate-documentation`; scripts/test builds them.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -108,8 +104,7 @@ let package = Package(
                           dependencies: ["FerryServer", "FerrySync", "FerryStore", "FerryHTTP", "FerryNet", "FerryDiscovery", "CJemalloc", "CFerryICUData",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "Logging", package: "swift-log"),
-                                         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                                         .product(name: "Configuration", package: "swift-configuration")]),
+                                         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
         // The cluster harness's library client (Tests/Cluster): Ferry embedded, writes from stdin.
         .executableTarget(name: "ferry-cluster-client",
                           dependencies: ["FerrySync", "FerryStore",

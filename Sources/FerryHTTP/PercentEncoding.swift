@@ -44,9 +44,6 @@ public enum PercentEncoding {
         return out
     }
 
-    /// `s` escaped for one path segment (everything but the unreserved characters).
-    public static func encodeSegment(_ s: String) -> String { encode(s) }
-
     private static let hexDigits = Array("0123456789ABCDEF".utf8)
 
     private static func hexValue(_ b: UInt8) -> UInt8? {

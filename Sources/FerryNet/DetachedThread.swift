@@ -1,7 +1,7 @@
 import CFerrySystem
 import Glibc
 
-/// A system thread of its own for work that blocks (a password hash, a blocking call), named
+/// A system thread of its own (an event loop, password checks, a blocking read), named
 /// as `top -H`, `perf` and /proc show it. Detached: it ends when its closure returns.
 public enum DetachedThread {
     private final class Body {

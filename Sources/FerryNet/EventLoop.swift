@@ -92,15 +92,8 @@ public final class EventLoop: @unchecked Sendable {
         if ferry_epoll_ctl(epfd, FERRY_EPOLL_CTL_ADD, wakeFD, FERRY_EPOLLIN, UInt64(UInt32(bitPattern: wakeFD))) != 0 {
             throw .system(operation: "epoll_ctl", errno: errno)
         }
-        let box = Unmanaged.passRetained(self)
-        var t = pthread_t()
-        let rc = pthread_create(&t, nil, { arg in
-            let loop = Unmanaged<EventLoop>.fromOpaque(arg!).takeRetainedValue()
-            loop.run()
-            return nil
-        }, box.toOpaque())
-        if rc != 0 { box.release(); throw .system(operation: "pthread_create", errno: rc) }
-        pthread_detach(t)
+        // The thread holds the loop for as long as it runs.
+        try DetachedThread.start(name: name) { [self] in run() }
     }
 
     deinit {

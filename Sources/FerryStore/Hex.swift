@@ -12,5 +12,7 @@ public enum Hex {
         return String(decoding: out, as: UTF8.self)
     }
 
-    private static let digits = Array("0123456789abcdef".utf8)
+    /// The sixteen lowercase digits, for code that writes hex in place (JSON escapes, inline
+    /// revision digests).
+    static let digits: [UInt8] = Array("0123456789abcdef".utf8)
 }

@@ -39,7 +39,7 @@ extension Ferry {
         } catch {
             guard exitCode(for: error) == .validationFailure else { exit(withError: error) }
             let text = fullMessage(for: error)
-            if !text.isEmpty { StandardStreams.writeError(text + "\n") }
+            if !text.isEmpty { Terminal.write(text + "\n", to: STDERR_FILENO) }
             Glibc.exit(ExitStatus.usage.rawValue)
         }
     }

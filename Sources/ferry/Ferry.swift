@@ -3,6 +3,7 @@ import CJemalloc
 import FerryNet
 import FerryStore
 import FoundationEssentials
+import Glibc
 
 @main
 struct Ferry: AsyncParsableCommand {
@@ -47,5 +48,5 @@ struct DatabaseOption: ParsableArguments {
 
 /// Writes a line to standard error.
 func warn(_ s: String) {
-    StandardStreams.writeError(s + "\n")
+    Terminal.write(s + "\n", to: STDERR_FILENO)
 }

@@ -1,4 +1,5 @@
 import FerryNet
+import FerryStore
 import Glibc
 import Synchronization
 
@@ -49,16 +50,7 @@ final class LogOutput: Sendable {
     func flush() {
         buffer.withLock { buffer in
             guard !buffer.isEmpty else { return }
-            buffer.withUnsafeBytes { b in
-                guard let base = b.baseAddress else { return }
-                var off = 0
-                while off < b.count {
-                    let n = Glibc.write(fd, base + off, b.count - off)
-                    if n < 0 && errno == EINTR { continue }
-                    if n <= 0 { break }
-                    off += n
-                }
-            }
+            _ = buffer.withUnsafeBytes { FileSystem.write($0, to: fd) }
             buffer.removeAll(keepingCapacity: true)
         }
     }

@@ -1,3 +1,4 @@
+import FerryStore
 import Glibc
 
 /// Where a command writes its output: a file it creates (or truncates), or standard output.
@@ -23,39 +24,14 @@ final class OutputFile {
 
     /// Writes all of `bytes`; a failure (a full disk, a closed pipe) is a `CommandFailure`.
     func write(_ bytes: [UInt8]) throws(CommandFailure) {
-        let failed: Int32? = bytes.withUnsafeBytes { b in
-            var off = 0
-            while off < b.count, let base = b.baseAddress {
-                let n = Glibc.write(fd, base + off, b.count - off)
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else { return n < 0 ? errno : EIO }
-                off += n
-            }
-            return nil
-        }
-        if let failed { throw CommandFailure("cannot write \(name): \(String(cString: strerror(failed)))") }
+        if let failed = bytes.withUnsafeBytes({ FileSystem.write($0, to: fd) }) { throw CommandFailure("cannot write \(name): \(String(cString: strerror(failed)))") }
     }
 }
 
-/// The process's standard streams, for what `print` does not cover.
-enum StandardStreams {
-    /// Writes `text` to standard error as it is (no newline added); errors are ignored, as
-    /// there is nowhere left to report them.
-    static func writeError(_ text: String) {
-        let bytes = Array(text.utf8)
-        bytes.withUnsafeBytes { b in
-            var off = 0
-            while off < b.count, let base = b.baseAddress {
-                let n = Glibc.write(2, base + off, b.count - off)
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { return }
-                off += n
-            }
-        }
-    }
-
+/// The process's standard input, read whole (`-` for a file argument).
+enum StandardInput {
     /// Everything on standard input up to its end; nil when it cannot be read.
-    static func readInput() -> [UInt8]? {
+    static func readAll() -> [UInt8]? {
         var out: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while true {

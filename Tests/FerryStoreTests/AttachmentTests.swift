@@ -47,7 +47,7 @@ import Testing
         b.setAttachment("copy.jpg", blob: second)
         let savedA = try db.save(a)
         let savedB = try db.save(b)
-        #expect(blobFolder(db).blobs == [RevisionID.hex(first.digest.bytes) + ".blob"])
+        #expect(blobFolder(db).blobs == [Hex.encode(first.digest.bytes) + ".blob"])
         let att = try db.attachments(of: savedA)
         #expect(att == [Attachment(name: "photo.jpg", digest: first.digest, length: Int64(bytes.count),
                                    contentType: "image/jpeg", revpos: 1, isFetched: true)])

@@ -156,7 +156,7 @@ public final class AccessControl: Sendable {
             return checked.map { Authentication(identity: .user($0), method: "default") }
         }
         if let certificate {
-            let digest = "sha256:" + Self.hex(certificate.sha256)
+            let digest = "sha256:" + Hex.encode(certificate.sha256)
             let cn = certificate.commonName.map { "cn:" + $0 }
             let names = [digest] + (cn.map { [$0] } ?? [])
             if let user = currentUsers().values.first(where: { u in names.contains { u.certificates.contains($0) } }) {
@@ -379,8 +379,7 @@ public final class AccessControl: Sendable {
     static func sha256Hex(_ bytes: [UInt8]) -> String {
         var out = [UInt8](repeating: 0, count: 32)
         bytes.withUnsafeBufferPointer { b in _ = SHA256(b.baseAddress, b.count, &out) }
-        return hex(out)
+        return Hex.encode(out)
     }
 
-    static func hex(_ bytes: [UInt8]) -> String { Hex.encode(bytes) }
 }

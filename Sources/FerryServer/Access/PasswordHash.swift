@@ -47,7 +47,7 @@ public struct PasswordHash: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The encoded form, for storage.
-    public var encoded: String { "\(Self.scheme)$\(iterations)$\(Self.hex(salt))$\(Self.hex(hash))" }
+    public var encoded: String { "\(Self.scheme)$\(iterations)$\(Hex.encode(salt))$\(Hex.encode(hash))" }
 
     public var description: String { "\(Self.scheme) (\(iterations) iterations)" }
 
@@ -69,7 +69,6 @@ public struct PasswordHash: Sendable, Equatable, CustomStringConvertible {
         return out
     }
 
-    static func hex(_ bytes: [UInt8]) -> String { Hex.encode(bytes) }
 
     private static func bytes(hex: Substring) -> [UInt8]? {
         let u = Array(hex.utf8)

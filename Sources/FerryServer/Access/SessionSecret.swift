@@ -24,7 +24,7 @@ enum SessionSecret {
             return bytes
         }
         let secret = try random()
-        do { try DurableFile.write(Array((AccessControl.hex(secret) + "\n").utf8), to: path) } catch {
+        do { try DurableFile.write(Array((Hex.encode(secret) + "\n").utf8), to: path) } catch {
             throw .io("cannot keep the session secret: \(error.description)")
         }
         return secret

@@ -14,15 +14,9 @@ enum DurableFile {
         let tmp = path + ".tmp"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw DurableFileError("cannot write \(tmp): errno \(errno)") }
-        var off = 0
-        while off < bytes.count {
-            let n = bytes.withUnsafeBytes { b in b.baseAddress.map { Glibc.write(fd, $0 + off, b.count - off) } ?? 0 }
-            if n < 0 {
-                if errno == EINTR { continue }
-                close(fd)
-                throw DurableFileError("cannot write \(tmp): errno \(errno)")
-            }
-            off += n
+        if let e = bytes.withUnsafeBytes({ FileSystem.write($0, to: fd) }) {
+            close(fd)
+            throw DurableFileError("cannot write \(tmp): errno \(e)")
         }
         guard fsync(fd) == 0 else {
             close(fd)

@@ -114,7 +114,7 @@ public final class FerryDaemon: Sendable {
     /// The base URL of the REST API.
     public var baseURL: String { "\(secure ? "https" : "http")://\(host):\(port)" }
     /// The replication URL of database `name` (without `/_blipsync`).
-    public func replicationURL(for name: String) -> String { listener.url(for: PercentEncoding.encodeSegment(name)) }
+    public func replicationURL(for name: String) -> String { listener.url(for: PercentEncoding.encode(name)) }
 
     private init(registry: DatabaseRegistry, access: AccessControl, router: RESTRouter, replications: ReplicationRegistry,
                  scheduler: ReplicationScheduler, metrics: DaemonMetrics, httpConnections: HTTPConnectionTracker,
@@ -292,7 +292,7 @@ public final class FerryDaemon: Sendable {
         case .file(let path): text = try String(contentsOfFile: path, encoding: .utf8)
         case .pem(let pem): text = pem
         }
-        return AccessControl.hex(try TLSCertificate(pem: text).sha256)
+        return Hex.encode(try TLSCertificate(pem: text).sha256)
     }
 
     /// The server's stable ID: kept in `DIR/_server_id` (made on first start), or the one

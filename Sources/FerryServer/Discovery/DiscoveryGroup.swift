@@ -1,5 +1,6 @@
 import COpenSSL
 import FerryNet
+import FerryStore
 
 /// A discovery group (Protocol/dns-sd.md, "Groups and trust"): the peers that replicate with
 /// each other when they find one another. Joining takes credentials — a shared secret, and
@@ -97,7 +98,7 @@ public struct DiscoveryGroup: Sendable, Equatable {
                 _ = HMAC(EVP_sha256(), kb.baseAddress, Int32(kb.count), mb.baseAddress, mb.count, &out, &length)
             }
         }
-        return AccessControl.hex(Array(out.prefix(Int(length))))
+        return Hex.encode(Array(out.prefix(Int(length))))
     }
 
     /// Whether two groups have the same name, secret and pins (in the same order).

@@ -101,7 +101,7 @@ public struct PeerRecord: Sendable, Equatable {
     public func url(for db: String) -> String? {
         guard let host = reachableAddresses.first else { return nil }
         let h = host.contains(":") ? "[\(host)]" : host
-        return "\(tls ? "wss" : "ws")://\(h):\(port)/\(PercentEncoding.encodeSegment(db))"
+        return "\(tls ? "wss" : "ws")://\(h):\(port)/\(PercentEncoding.encode(db))"
     }
 
     /// Whether this daemon, a member of `group`, may replicate with the peer; nil = trusted,

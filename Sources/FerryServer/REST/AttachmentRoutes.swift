@@ -108,7 +108,7 @@ extension RESTRouter {
             let edited = doc
             let saved = try await c.db.write { (d) throws(StoreError) in try d.save(edited, concurrencyControl: .failOnConflict) }
             let rev = saved.revisionID?.description ?? ""
-            let location = "/" + [c.name, docID, name].map(PercentEncoding.encodeSegment).joined(separator: "/")
+            let location = "/" + [c.name, docID, name].map { PercentEncoding.encode($0) }.joined(separator: "/")
             // CouchDB answers an attachment write with Location but no ETag.
             return .json(201, .object(["ok": true, "id": .string(docID), "rev": .string(rev)]), headers: [("Location", location)])
         } catch { throw RESTError(error) }

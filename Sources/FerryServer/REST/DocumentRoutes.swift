@@ -76,7 +76,7 @@ extension RESTRouter {
 
     /// `Location` of document `id` in database `db` (the router makes it absolute, as CouchDB's).
     static func documentLocation(db: String, id: String) -> String {
-        "/\(PercentEncoding.encodeSegment(db))/\(PercentEncoding.encodeSegment(id))"
+        "/\(PercentEncoding.encode(db))/\(PercentEncoding.encode(id))"
     }
 
     private func readDocument(_ c: Context, _ id: String) throws(RESTError) -> RESTResponse {

@@ -61,7 +61,7 @@ extension RESTRouter {
         var policy: ConflictPolicy?
         if let text = r[query: "conflict_policy"] { policy = try Self.conflictPolicy(text, parameter: "conflict_policy") }
         _ = try registry.create(name, conflictPolicy: policy)
-        return .json(201, Array(#"{"ok":true}"#.utf8), headers: [("Location", "/" + PercentEncoding.encodeSegment(name))])
+        return .json(201, Array(#"{"ok":true}"#.utf8), headers: [("Location", "/" + PercentEncoding.encode(name))])
     }
 
     /// A new database's `ConflictPolicy` named by `text` (the value of `parameter`); 400 otherwise.

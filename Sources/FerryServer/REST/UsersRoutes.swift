@@ -78,8 +78,8 @@ extension RESTRouter {
         if let clear = o["password"] {
             guard let text = clear.stringValue else { throw .forbidden("doc.password must be a string") }
             password = try await access.hashPassword(text)
-        } else if let hash = current?.password, o["derived_key"]?.stringValue == PasswordHash.hex(hash.hash),
-                  o["salt"]?.stringValue == PasswordHash.hex(hash.salt) {
+        } else if let hash = current?.password, o["derived_key"]?.stringValue == Hex.encode(hash.hash),
+                  o["salt"]?.stringValue == Hex.encode(hash.salt) {
             password = hash
         }
         var saved: UserRecord?
@@ -129,8 +129,8 @@ extension RESTRouter {
             o["password_scheme"] = "pbkdf2"
             o["pbkdf2_prf"] = "sha256"
             o["iterations"] = .int(Int64(p.iterations))
-            o["salt"] = .string(PasswordHash.hex(p.salt))
-            o["derived_key"] = .string(PasswordHash.hex(p.hash))
+            o["salt"] = .string(Hex.encode(p.salt))
+            o["derived_key"] = .string(Hex.encode(p.hash))
         }
         return .object(o)
     }

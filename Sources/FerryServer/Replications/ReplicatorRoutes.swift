@@ -276,7 +276,7 @@ enum ReplicatorRoutes {
         var url = URLComponents(string: base)
         url?.user = user
         url?.password = password
-        url?.percentEncodedPath = "/" + PercentEncoding.encodeSegment(target)
+        url?.percentEncodedPath = "/" + PercentEncoding.encode(target)
         guard let full = url?.string else { throw .badRequest("target \(target.debugDescription) is not a database name") }
         body["target"] = .string(full)
     }

@@ -35,7 +35,7 @@ public struct BlobDigest: Hashable, Sendable, CustomStringConvertible {
 
     /// The file name of the blob in the blob folder: lowercase hex (base64 has `/`, and some
     /// file systems fold case).
-    var fileName: String { RevisionID.hex(bytes) + BlobStore.blobSuffix }
+    var fileName: String { Hex.encode(bytes) + BlobStore.blobSuffix }
 }
 
 /// Incremental SHA-1 over OpenSSL's EVP interface, for streamed blobs.

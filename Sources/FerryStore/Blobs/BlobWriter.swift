@@ -38,17 +38,9 @@ public final class BlobWriter {
     public func write(_ buffer: UnsafeRawBufferPointer) throws(StoreError) {
         guard !done else { throw .invalidArgument("blob writer already finished") }
         hash.update(buffer)
-        var offset = 0
-        while offset < buffer.count {
-            guard let base = buffer.baseAddress else { break }
-            let n = Glibc.write(fd, base + offset, buffer.count - offset)
-            if n < 0 {
-                if errno == EINTR { continue }
-                let e = errno
-                cancel()
-                throw .io(operation: "write blob", errno: e)
-            }
-            offset += n
+        if let e = FileSystem.write(buffer, to: fd) {
+            cancel()
+            throw .io(operation: "write blob", errno: e)
         }
         length += Int64(buffer.count)
     }

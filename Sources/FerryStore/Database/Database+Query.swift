@@ -61,7 +61,7 @@ extension Database {
     /// `documents(ofType:)` for the type key, do not scan every document.
     public func createIndex(on field: String) throws(StoreError) {
         let expr = try PredicateCompiler.extract(field)
-        let name = "docs_field_" + RevisionID.hex(Array(field.utf8))
+        let name = "docs_field_" + Hex.encode(Array(field.utf8))
         try writer.withConnection { (c) throws(StoreError) in
             try c.execute("CREATE INDEX IF NOT EXISTS \(name) ON docs(\(expr))")
         }

@@ -73,7 +73,6 @@ public enum CanonicalJSON {
         }
     }
 
-    static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
     static func writeString(_ s: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
@@ -93,7 +92,7 @@ public enum CanonicalJSON {
                 case 0x09: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "t"))
                 default:
                     out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                                            hexDigits[Int(c >> 4)], hexDigits[Int(c & 0xF)]])
+                                            Hex.digits[Int(c >> 4)], Hex.digits[Int(c & 0xF)]])
                 }
             }
             if buf.count > runStart { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[runStart..<buf.count])) }

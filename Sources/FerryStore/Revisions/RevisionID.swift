@@ -103,14 +103,14 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
             func word(_ bytes: ArraySlice<UInt8>) -> UInt64 { bytes.reduce(0) { $0 << 8 | UInt64($1) } }
             stored = .sha1(word(digest[0..<8]), word(digest[8..<16]), UInt32(truncatingIfNeeded: word(digest[16..<20])))
         } else {
-            stored = .text(Self.hex(digest))
+            stored = .text(Hex.encode(digest))
         }
     }
 
     /// Writes the 40 hex digits of an inline digest at `p`.
     private func appendSHA1Hex(to p: UnsafeMutablePointer<UInt8>) {
         guard case .sha1(let a, let b, let c) = stored else { return }
-        let digits = CanonicalJSON.hexDigits
+        let digits = Hex.digits
         func write(_ w: UInt64, _ count: Int, at q: UnsafeMutablePointer<UInt8>) {
             for i in 0..<count { q[i] = digits[Int((w >> UInt64(4 * (count - 1 - i))) & 0xF)] }
         }
@@ -204,5 +204,4 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
         return Array(digest[..<Int(len)])
     }
 
-    static func hex(_ bytes: [UInt8]) -> String { Hex.encode(bytes) }
 }

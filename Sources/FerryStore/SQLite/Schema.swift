@@ -156,7 +156,7 @@ enum Schema {
                     if v == 1 {
                         // Version 1 indexed the type key with a JSON expression at every open;
                         // the doc_type column replaces it.
-                        try conn.execute("DROP INDEX IF EXISTS docs_field_\(RevisionID.hex(Array(options.typeKey.utf8)))")
+                        try conn.execute("DROP INDEX IF EXISTS docs_field_\(Hex.encode(Array(options.typeKey.utf8)))")
                     }
                 }
                 if try typeKey(conn) != .some(options.typeKey) {

@@ -105,7 +105,7 @@ struct Resolve: AsyncParsableCommand {
     /// A file's (or standard input's) JSON object, or `Error: …`.
     static func readObject(_ path: String) throws -> [String: JSONValue] {
         let data: [UInt8]?
-        if path == "-" { data = StandardStreams.readInput() } else { data = FileManager.default.contents(atPath: path).map { Array($0) } }
+        if path == "-" { data = StandardInput.readAll() } else { data = FileManager.default.contents(atPath: path).map { Array($0) } }
         guard let data else { throw CommandFailure("cannot read \(path) (\(FileManager.default.fileExists(atPath: path) ? "not readable" : "no such file"))") }
         do { return try JSONParser.parseObject(Array(data)) } catch {
             throw CommandFailure("\(path) is not a JSON object: \(error)")

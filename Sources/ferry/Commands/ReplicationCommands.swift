@@ -110,7 +110,7 @@ struct ReplicationCommand: AsyncParsableCommand {
             let id = self.id ?? ReplicationSpec.defaultID(database: database, peer: peer)
             let spec = try spec(id: id)
             if let client = try daemon.client() {
-                _ = try await client.send("PUT", "/_replicator/\(PercentEncoding.encodeSegment(id))\(exclusively ? "?exclusively=true" : "")",
+                _ = try await client.send("PUT", "/_replicator/\(PercentEncoding.encode(id))\(exclusively ? "?exclusively=true" : "")",
                                           json: .object(spec.storedJSON))
                 print("ferry: replication \(id) added to the daemon at \(client.url)\(exclusively ? " (exclusively)" : "")")
             } else {
@@ -187,9 +187,9 @@ struct ReplicationCommand: AsyncParsableCommand {
 
         func run() async throws {
             if let client = try daemon.client() {
-                let doc = try await client.get("/_replicator/\(PercentEncoding.encodeSegment(id))")
+                let doc = try await client.get("/_replicator/\(PercentEncoding.encode(id))")
                 let rev = doc.objectValue?["_rev"]?.stringValue ?? ""
-                _ = try await client.send("DELETE", "/_replicator/\(PercentEncoding.encodeSegment(id))?rev=\(PercentEncoding.encodeSegment(rev))", json: nil)
+                _ = try await client.send("DELETE", "/_replicator/\(PercentEncoding.encode(id))?rev=\(PercentEncoding.encode(rev))", json: nil)
             } else {
                 try OfflineReplications(daemon).update { entries in
                     guard entries.removeValue(forKey: id) != nil else { throw CommandFailure("no replication \(id)") }
@@ -212,7 +212,7 @@ enum Jobs {
 
     static func setPaused(_ daemon: DaemonOptions, _ id: String, _ paused: Bool) async throws {
         if let client = try daemon.client() {
-            _ = try await client.send("POST", "/_replicator/\(PercentEncoding.encodeSegment(id))/\(paused ? "_pause" : "_resume")", json: nil)
+            _ = try await client.send("POST", "/_replicator/\(PercentEncoding.encode(id))/\(paused ? "_pause" : "_resume")", json: nil)
         } else {
             try OfflineReplications(daemon).update { entries in
                 guard var e = entries[id] else { throw CommandFailure("no replication \(id)") }

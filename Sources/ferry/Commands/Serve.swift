@@ -139,7 +139,7 @@ struct Serve: AsyncParsableCommand {
         var fromFile: ServeSettings?
         if let config {
             var f = ServeSettings()
-            try await f.apply(file: config)
+            try f.apply(file: config)
             fromFile = f
         }
         let settings = settings(file: fromFile)

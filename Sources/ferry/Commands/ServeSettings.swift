@@ -1,11 +1,9 @@
 import ArgumentParser
-import Configuration
 import FerryNet
 import FerryServer
 import FerryStore
 import FoundationEssentials
 import Logging
-import SystemPackage
 
 /// What `ferry serve` runs with: the defaults, then the `--config` file's keys, then the
 /// flags given on the command line (docs/daemon.md, "Config file").
@@ -40,9 +38,8 @@ struct ServeSettings {
                                         "conflict-policy", "cors", "cookie-same-site", "writer-nice"])
     static let tlsKeys: Set<String> = ["cert", "key", "client-ca"]
 
-    /// Applies a JSON config file, read with swift-configuration's `FileProvider` (through
-    /// `JSONConfigSnapshot`).
-    mutating func apply(file path: String) async throws {
+    /// Applies a JSON config file: its keys and their types are checked, then its values set.
+    mutating func apply(file path: String) throws {
         guard let bytes = FileManager.default.contents(atPath: path) else { throw ValidationError("--config \(path): cannot read the file") }
         let top: [String: JSONValue]
         do { top = try JSONParser.parseObject(Array(bytes), sizeLimit: bytes.count + 1) } catch {
@@ -60,13 +57,7 @@ struct ServeSettings {
                 throw ValidationError("--config \(path): unknown key \"tls.\(key)\" (known: cert, key, client-ca)")
             }
         }
-        let config: ConfigReader
-        do {
-            config = ConfigReader(provider: try await FileProvider<JSONConfigSnapshot>(filePath: FilePath(path)))
-        } catch {
-            throw ValidationError("--config \(path): \(error)")
-        }
-        // The reader answers nil for a value of the wrong type; say so instead of ignoring it.
+        // Every value's type is checked here, so the reads below can take what is there.
         let limitKeys = Set(ServeLimits.keys.map(\.name))
         for (key, value) in top {
             let ok: Bool
@@ -83,28 +74,31 @@ struct ServeSettings {
             }
             if !ok { throw ValidationError("--config \(path): \(key.debugDescription) has the wrong type") }
         }
-        host = config.string(forKey: "host") ?? host
-        port = config.int(forKey: "port") ?? port
-        data = config.string(forKey: "data") ?? data
-        db = config.string(forKey: "db") ?? db
-        name = config.string(forKey: "name") ?? name
-        users = config.string(forKey: "users") ?? users
-        allowAnonymous = config.bool(forKey: "allow-anonymous") ?? allowAnonymous
-        anonymousRole = config.string(forKey: "anonymous-role") ?? anonymousRole
-        heartbeat = config.double(forKey: "heartbeat") ?? heartbeat
-        retryMaxWait = config.double(forKey: "retry-max-wait") ?? retryMaxWait
-        sessionTimeout = config.int(forKey: "session-timeout") ?? sessionTimeout
-        cookieSameSite = config.string(forKey: "cookie-same-site") ?? cookieSameSite
-        writerNice = config.int(forKey: "writer-nice") ?? writerNice
-        tlsCert = config.string(forKey: "tls.cert") ?? tlsCert
-        tlsKey = config.string(forKey: "tls.key") ?? tlsKey
-        clientCA = config.string(forKey: "tls.client-ca") ?? clientCA
-        replicate = config.stringArray(forKey: "replicate") ?? replicate
-        logFormat = config.string(forKey: "log-format") ?? logFormat
-        logLevel = config.string(forKey: "log-level") ?? logLevel
-        conflictPolicy = config.string(forKey: "conflict-policy") ?? conflictPolicy
+        func string(_ key: String) -> String? { top[key]?.stringValue }
+        func int(_ key: String) -> Int? { top[key]?.intValue.flatMap { Int(exactly: $0) } }
+        host = string("host") ?? host
+        port = int("port") ?? port
+        data = string("data") ?? data
+        db = string("db") ?? db
+        name = string("name") ?? name
+        users = string("users") ?? users
+        if case .bool(let b)? = top["allow-anonymous"] { allowAnonymous = b }
+        anonymousRole = string("anonymous-role") ?? anonymousRole
+        heartbeat = top["heartbeat"]?.doubleValue ?? heartbeat
+        retryMaxWait = top["retry-max-wait"]?.doubleValue ?? retryMaxWait
+        sessionTimeout = int("session-timeout") ?? sessionTimeout
+        cookieSameSite = string("cookie-same-site") ?? cookieSameSite
+        writerNice = int("writer-nice") ?? writerNice
+        let tls = top["tls"]?.objectValue ?? [:]
+        tlsCert = tls["cert"]?.stringValue ?? tlsCert
+        tlsKey = tls["key"]?.stringValue ?? tlsKey
+        clientCA = tls["client-ca"]?.stringValue ?? clientCA
+        if case .array(let items)? = top["replicate"] { replicate = items.compactMap(\.stringValue) }
+        logFormat = string("log-format") ?? logFormat
+        logLevel = string("log-level") ?? logLevel
+        conflictPolicy = string("conflict-policy") ?? conflictPolicy
         for k in ServeLimits.keys {
-            if let v = config.double(forKey: ConfigKey(k.name)) ?? config.int(forKey: ConfigKey(k.name)).map(Double.init) { k.set(&limits, v) }
+            if let v = top[k.name]?.doubleValue { k.set(&limits, v) }
         }
     }
 

@@ -189,7 +189,7 @@ struct Sync: AsyncParsableCommand {
     }
 
     private func finish(_ tally: Tally, error: ReplicationError?, terminal: Bool) throws {
-        if terminal { StandardStreams.writeError("\r\u{1B}[K") }
+        if terminal { Terminal.write("\r\u{1B}[K", to: STDERR_FILENO) }
         let keys = ["pushed", "pulled", "conflicts resolved", "errors"]
         print("ferry: " + keys.map { "\(tally.counts[$0] ?? 0) \($0)" }.joined(separator: ", "))
         if let error {

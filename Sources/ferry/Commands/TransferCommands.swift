@@ -109,7 +109,7 @@ struct Import: AsyncParsableCommand {
 
     func run() async throws {
         let data: [UInt8]?
-        if file == "-" { data = StandardStreams.readInput() } else { data = FileManager.default.contents(atPath: file).map { Array($0) } }
+        if file == "-" { data = StandardInput.readAll() } else { data = FileManager.default.contents(atPath: file).map { Array($0) } }
         guard let data else {
             throw CommandFailure("cannot read \(file) (\(FileManager.default.fileExists(atPath: file) ? "not readable" : "no such file"))")
         }

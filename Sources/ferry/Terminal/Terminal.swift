@@ -1,3 +1,4 @@
+import FerryStore
 import Glibc
 
 /// What the live views need of a terminal beyond escape codes: its size and unbuffered writes.
@@ -23,17 +24,6 @@ enum Terminal {
     /// frame goes out whole, never interleaved with a buffered stream's flush. Gives up quietly
     /// on an error (a closed terminal has no one to tell).
     static func write(_ text: String, to fd: Int32) {
-        let bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress.map { $0 + offset }, $0.count - offset) }
-            if n > 0 {
-                offset += n
-            } else if n < 0 && errno == EINTR {
-                continue
-            } else {
-                return
-            }
-        }
+        _ = Array(text.utf8).withUnsafeBytes { FileSystem.write($0, to: fd) }
     }
 }
