@@ -51,6 +51,85 @@ import Testing
         #expect(try db.documentCount() == writes - 1)
     }
 
+    /// Holds the writer's thread with one write until `queued` more have queued behind it, then
+    /// lets them all run: those that queued together make one batch.
+    static func queueBehindHeldWrite<T: Sendable>(_ db: Database, _ writes: [@Sendable (Database) throws(StoreError) -> T])
+        async -> [Result<T, StoreError>] {
+        let release = DispatchSemaphore(value: 0)
+        let holding = Mutex(false)
+        let held = Task { _ = try? await db.write { (_) throws(StoreError) in holding.withLock { $0 = true }; release.wait() } }
+        while !holding.withLock({ $0 }) { await Task.yield() }
+        let all = Task {
+            await withTaskGroup(of: (Int, Result<T, StoreError>).self) { g in
+                for (i, w) in writes.enumerated() {
+                    g.addTask {
+                        do throws(StoreError) { return (i, .success(try await db.write(w))) } catch { return (i, .failure(error)) }
+                    }
+                }
+                var results = [(Int, Result<T, StoreError>)]()
+                for await r in g { results.append(r) }
+                return results.sorted { $0.0 < $1.0 }.map(\.1)
+            }
+        }
+        while db.writer.queuedWork < writes.count { await Task.yield() }
+        release.signal()
+        await held.value
+        return await all.value
+    }
+
+    @Test func writesQueuedTogetherShareOneCommitAndFailAlone() async throws {
+        let (db, dir) = try freshDatabase()
+        defer { db.close(); withExtendedLifetime(dir) {} }
+        let first = try db.save(Document(id: "taken", properties: ["v": 1]))
+        let before = db.writer.commits
+        var writes: [@Sendable (Database) throws(StoreError) -> Int64] = []
+        for i in 0..<6 { writes.append(Self.saving(i)) }
+        // A failing write in the middle: its savepoint alone is rolled back.
+        writes.insert(Self.savingThenConflicting, at: 3)
+        let results = await Self.queueBehindHeldWrite(db, writes)
+        #expect(db.writer.commits == before + 1, "the queued writes committed together")
+        let sequences = results.compactMap { try? $0.get() }
+        #expect(sequences.count == 6)
+        guard case .failure(.conflict) = results[3] else {
+            Issue.record("the conflicting write answered \(results[3])")
+            return
+        }
+        // The failing write's first save stays (it was its own transaction); the second is gone.
+        #expect(try db.document("x") != nil)
+        #expect(try db.document("taken")?.properties["v"] == 1)
+        #expect(try db.document("taken")?.revisionID == first.revisionID)
+        // Sequences stay dense and in queue order: the rolled-back save took none.
+        let changes = try db.changes(since: first.sequence)
+        #expect(changes.map(\.sequence) == Array(first.sequence + 1...first.sequence + 7))
+        #expect(changes.map(\.documentID) == ["d0", "d1", "d2", "x", "d3", "d4", "d5"])
+        for i in 0..<6 { #expect(try db.document("d\(i)")?.properties["i"] == .int(Int64(i))) }
+    }
+
+    static let savingThenConflicting: @Sendable (Database) throws(StoreError) -> Int64 = { (d: Database) throws(StoreError) -> Int64 in
+        try d.save(Document(id: "x", properties: [:]))
+        return try d.save(Document(id: "taken", properties: ["v": 2]), concurrencyControl: .failOnConflict).sequence
+    }
+
+    static let indexing: @Sendable (Database) throws(StoreError) -> Int64 = { (d: Database) throws(StoreError) -> Int64 in
+        try d.createIndex(on: "i")
+        return 0
+    }
+
+    static func saving(_ i: Int) -> @Sendable (Database) throws(StoreError) -> Int64 {
+        { (d: Database) throws(StoreError) -> Int64 in try d.save(Document(id: "d\(i)", properties: ["i": .int(Int64(i))])).sequence }
+    }
+
+    @Test func maintenanceInsideABatchCommitsWhatCameBefore() async throws {
+        let (db, dir) = try freshDatabase()
+        defer { db.close(); withExtendedLifetime(dir) {} }
+        let before = db.writer.commits
+        // `createIndex` runs outside any transaction; the batch commits the write queued before it.
+        let results = await Self.queueBehindHeldWrite(db, [Self.saving(0), Self.indexing, Self.saving(1)])
+        for r in results { #expect(throws: Never.self) { try r.get() } }
+        #expect(db.writer.commits == before + 2)
+        #expect(try db.documentCount() == 2)
+    }
+
     @Test func workQueuedAfterCloseFailsClosed() async throws {
         let (db, dir) = try freshDatabase()
         defer { withExtendedLifetime(dir) {} }

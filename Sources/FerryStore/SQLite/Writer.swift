@@ -10,6 +10,12 @@ import Synchronization
 /// commit or an fsync never takes a thread the event loops' tasks need (2 on a 2-core
 /// machine). The hop costs 15–50 µs (docs/architecture.md, "Threads"), which callers amortise
 /// by batching.
+///
+/// **Group commit.** Work that queued up for the writer's thread together runs in one SQLite
+/// transaction: each of its transactions becomes a savepoint (an error rolls back only that
+/// one), and one `COMMIT` ends them all. Every caller gets its answer after that commit, so
+/// a success still means the data is durable; if the commit fails, every caller whose work
+/// was in it gets the error. Nothing waits for company: a lone item commits at once.
 final class Writer: Sendable {
     struct State {
         var connection: Connection?
@@ -27,19 +33,32 @@ final class Writer: Sendable {
     /// Where `perform` runs its work, one item at a time.
     private let thread: WriterThread
 
+    /// What the writer's thread keeps while it runs a batch with the lock held.
+    private let batch: WriterBatch
+
+    /// Transactions committed through this writer (a batch's shared one counts once).
+    var commits: Int { batch.commits.load(ordering: .relaxed) }
+
     /// Checkpoints the WAL off the writer's thread, when the database has one.
     private let checkpointer: WALCheckpointer?
 
     init(connection: Connection, lastSequence: Int64, checkpointer: WALCheckpointer? = nil, niceness: Int32 = 0) {
         state = Mutex(State(connection: connection, lastSequence: lastSequence))
+        batch = WriterBatch()
         thread = WriterThread(niceness: niceness)
         notifier = ChangeNotifier(lastSequence: lastSequence)
         self.checkpointer = checkpointer
         checkpointer?.install(on: connection.handle)
+        // Weak: queued work must not keep a writer alive; without it, items run one by one.
+        thread.setBatchRunner { [weak self] items in
+            if let self { self.run(items) } else { for item in items { item() } }
+        }
     }
 
     /// Runs `body` in one write transaction. The sequence counter only advances if it commits.
     func transaction<T: Sendable>(_ context: StoreContext, _ body: (WriteTransaction) throws(StoreError) -> T) throws(StoreError) -> T {
+        // On the writer's thread inside a batch the lock is already held, by the batch.
+        if let held = batch.heldState() { return try batch.savepoint(held, context, body) }
         let (result, published) = try state.withLock { (s: inout State) throws(StoreError) -> (T, Int64?) in
             guard let conn = s.connection else { throw .closed }
             try conn.execute("BEGIN IMMEDIATE")
@@ -60,6 +79,7 @@ final class Writer: Sendable {
                     try u.run()
                 }
                 try conn.execute("COMMIT")
+                batch.commits.add(1, ordering: .relaxed)
                 s.mangoIndexes = txn.changedMangoIndexes ? nil : txn.mangoIndexes
                 let moved = caughtUp || txn.lastSequence != s.lastSequence
                 s.lastSequence = txn.lastSequence
@@ -78,12 +98,26 @@ final class Writer: Sendable {
     /// asked to write is written, and its answer says so.
     func perform<T: Sendable>(_ body: @escaping @Sendable () throws(StoreError) -> T) async throws(StoreError) -> T {
         let result = await withCheckedContinuation { (c: CheckedContinuation<Result<T, StoreError>, Never>) in
+            let batch = self.batch
             let queued = thread.submit {
-                do throws(StoreError) { c.resume(returning: .success(try body())) } catch { c.resume(returning: .failure(error)) }
+                let result: Result<T, StoreError>
+                do throws(StoreError) { result = .success(try body()) } catch { result = .failure(error) }
+                // Answered once the batch's transaction has committed (or failed to).
+                batch.afterCommit { commitError in c.resume(returning: commitError.map { .failure($0) } ?? result) }
             }
             if !queued { c.resume(returning: .failure(.closed)) }
         }
         return try result.get()
+    }
+
+    /// Runs one wake-up's items on the writer's thread with the lock held throughout, so their
+    /// transactions share one commit; then publishes the new sequence and answers the callers.
+    private func run(_ items: [WriterThread.Work]) {
+        let (answers, published) = state.withLock { (s: inout State) in
+            withUnsafeMutablePointer(to: &s) { held in batch.run(items, held: held) }
+        }
+        if let published { notifier.publish(published) }
+        for (answer, error) in answers { answer(error) }
     }
 
     /// Async work queued for the writer's thread and not yet started.
@@ -120,16 +154,32 @@ final class Writer: Sendable {
 
     /// Runs `body` on the write connection outside any transaction (maintenance).
     func withConnection<T: Sendable>(_ body: (Connection) throws(StoreError) -> T) throws(StoreError) -> T {
-        try state.withLock { (s: inout State) throws(StoreError) -> T in
+        if let held = batch.heldState() {
+            // Inside a batch: what the batch wrote so far commits first (maintenance such as
+            // VACUUM cannot run inside a transaction).
+            batch.commit(held)
+            guard let conn = held.pointee.connection else { throw .closed }
+            return try body(conn)
+        }
+        return try state.withLock { (s: inout State) throws(StoreError) -> T in
             guard let conn = s.connection else { throw .closed }
             return try body(conn)
         }
     }
 
     func close() {
-        let conn = state.withLock { s -> Connection? in
-            defer { s.connection = nil }
-            return s.connection
+        let conn: Connection?
+        if let held = batch.heldState() {
+            // Closed by work on the writer's own thread: what the batch wrote commits first,
+            // and the batch, which holds the lock, finds the connection gone.
+            batch.commit(held)
+            conn = held.pointee.connection
+            held.pointee.connection = nil
+        } else {
+            conn = state.withLock { s -> Connection? in
+                defer { s.connection = nil }
+                return s.connection
+            }
         }
         // Work still queued runs and finds the database closed.
         thread.stop()

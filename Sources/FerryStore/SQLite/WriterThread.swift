@@ -10,12 +10,21 @@ import Glibc
 /// without taking a thread the event loops' tasks need; and, being only the writer's, it can
 /// run at a lower scheduling priority than the threads that serve reads (`niceness`).
 ///
-/// The thread starts with the first item and ends after `stop()` once the queue is empty.
+/// The thread starts with the first item and ends after `stop()` once the queue is empty. Each
+/// time it wakes it takes everything queued (up to `maxBatch` items) and hands it to the batch
+/// runner in order, so the writer can put work that queued up together into one commit.
 final class WriterThread: Sendable {
     typealias Work = @Sendable () -> Void
+    /// Runs items taken together, in order, on the writer's thread.
+    typealias BatchRunner = @Sendable ([Work]) -> Void
+
+    /// The most items one wake-up takes: bounds how long the first of them waits for its answer.
+    static let maxBatch = 64
 
     private struct State {
         var queue: [Work] = []
+        /// Runs the items of one wake-up; nil: one after the other.
+        var runBatch: BatchRunner?
         var started = false
         var stopping = false
     }
@@ -28,6 +37,11 @@ final class WriterThread: Sendable {
     /// `niceness`: added to the thread's nice value (Linux: per thread; 0 leaves it alone).
     init(niceness: Int32) {
         self.niceness = niceness
+    }
+
+    /// Sets what runs the items of one wake-up (by default, one after the other).
+    func setBatchRunner(_ runBatch: @escaping BatchRunner) {
+        state.withLock { $0.runBatch = runBatch }
     }
 
     /// Queues `work`; false (and nothing queued) after `stop()`.
@@ -85,12 +99,16 @@ final class WriterThread: Sendable {
         if niceness > 0 { _ = ferry_lower_thread_priority(niceness) }
         while true {
             wake.wait()
-            let work = state.withLock { s -> Work? in s.queue.isEmpty ? nil : s.queue.removeFirst() }
-            guard let work else {
-                // Woken with nothing queued: only `stop()` does that.
-                return
+            let (batch, runBatch) = state.withLock { s -> ([Work], BatchRunner?) in
+                let n = min(s.queue.count, Self.maxBatch)
+                defer { s.queue.removeFirst(n) }
+                return (Array(s.queue.prefix(n)), s.runBatch)
             }
-            work()
+            // Woken with nothing queued: only `stop()` does that.
+            guard !batch.isEmpty else { return }
+            // One signal per item: the items taken beyond the first have theirs consumed here.
+            for _ in 1..<batch.count { wake.wait() }
+            if let runBatch { runBatch(batch) } else { for item in batch { item() } }
         }
     }
 }

@@ -1,0 +1,141 @@
+import CSQLite
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The writer thread's side of group commit (`Writer`): while it runs one wake-up's items with
+/// the writer's lock held, the state that lock guards (reachable from that thread only, through
+/// `heldState()`), the transaction the items' own transactions share as savepoints, and the
+/// answers that wait for its commit.
+final class WriterBatch: @unchecked Sendable {
+    // @unchecked Sendable, safe because: `owner` is atomic, and every other property is read and
+    // written only on the thread whose id `owner` holds, between `run` storing that id and
+    // clearing it — the writer's thread, holding the writer's lock for the whole time. Any other
+    // thread only loads `owner`, finds another id, and touches nothing else.
+    private let owner = Atomic<UInt>(0)
+    /// Commits of the writer this batch belongs to, both paths (`Writer.commits`).
+    let commits = Atomic<Int>(0)
+    private var held: UnsafeMutablePointer<Writer.State>?
+    /// Whether a `BEGIN IMMEDIATE` of this batch is open.
+    private var open = false
+    /// The sequence when it began, restored if it does not commit.
+    private var startSequence: Int64 = 0
+    /// Another process's commits were seen when it began: published even if it fails.
+    private var caughtUp = false
+    /// Answers of items run since the transaction began (or since the last commit).
+    private var waiting: [Answer] = []
+    private var answered: [(Answer, StoreError?)] = []
+    private var published: Int64?
+
+    /// Told nil once what its item wrote has committed, or the error that kept it from committing.
+    typealias Answer = @Sendable (StoreError?) -> Void
+
+    /// Runs `items` with the writer's lock held (`held` is what it guards), then commits what
+    /// they wrote. Returns the answers to give, with their outcomes, and the sequence to
+    /// publish; the caller does both after releasing the lock.
+    func run(_ items: [WriterThread.Work], held: UnsafeMutablePointer<Writer.State>) -> (answers: [(Answer, StoreError?)], published: Int64?) {
+        self.held = held
+        owner.store(UInt(pthread_self()), ordering: .releasing)
+        for item in items { item() }
+        commit(held)
+        owner.store(0, ordering: .releasing)
+        self.held = nil
+        defer { answered = []; published = nil }
+        return (answered, published)
+    }
+
+    /// The state the writer's lock guards, when called on the writer's thread inside a batch
+    /// (which holds that lock); nil anywhere else.
+    func heldState() -> UnsafeMutablePointer<Writer.State>? {
+        owner.load(ordering: .acquiring) == UInt(pthread_self()) ? held : nil
+    }
+
+    /// Gives `answer` the outcome of the commit that ends the current item's writes; outside a
+    /// batch, success at once.
+    func afterCommit(_ answer: @escaping Answer) {
+        if heldState() != nil { waiting.append(answer) } else { answer(nil) }
+    }
+
+    /// Runs `body` as a savepoint of the batch's transaction, beginning it first if need be.
+    /// An error rolls back this savepoint only.
+    func savepoint<T>(_ held: UnsafeMutablePointer<Writer.State>, _ context: StoreContext,
+                      _ body: (WriteTransaction) throws(StoreError) -> T) throws(StoreError) -> T {
+        guard let conn = held.pointee.connection else { throw .closed }
+        if !open {
+            try conn.execute("BEGIN IMMEDIATE")
+            do throws(StoreError) {
+                if try Writer.catchUp(&held.pointee, conn) { caughtUp = true }
+            } catch {
+                try? conn.execute("ROLLBACK")
+                throw error
+            }
+            open = true
+            startSequence = held.pointee.lastSequence
+        }
+        try conn.execute("SAVEPOINT batch_item")
+        let txn = WriteTransaction(connection: conn, lastSequence: held.pointee.lastSequence, context: context)
+        txn.mangoIndexes = held.pointee.mangoIndexes
+        do throws(StoreError) {
+            let result = try body(txn)
+            try conn.execute("RELEASE batch_item")
+            held.pointee.mangoIndexes = txn.changedMangoIndexes ? nil : txn.mangoIndexes
+            held.pointee.lastSequence = txn.lastSequence
+            return result
+        } catch {
+            if sqlite3_get_autocommit(conn.handle) != 0 {
+                // SQLite ended the whole transaction itself (a full disk, an I/O error): the
+                // writes of the batch's earlier items went with it, and their callers learn so.
+                end(held, failure: error)
+            } else {
+                try? conn.execute("ROLLBACK TO batch_item")
+                try? conn.execute("RELEASE batch_item")
+            }
+            throw error
+        }
+    }
+
+    /// Commits what the batch wrote so far and settles the answers waiting for it.
+    func commit(_ held: UnsafeMutablePointer<Writer.State>) {
+        guard open else {
+            end(held, failure: nil)
+            return
+        }
+        guard let conn = held.pointee.connection else {
+            end(held, failure: .closed)
+            return
+        }
+        do throws(StoreError) {
+            if held.pointee.lastSequence != startSequence {
+                let u = try conn.prepare("UPDATE meta SET value = ? WHERE key = 'last_sequence'")
+                u.bind(1, held.pointee.lastSequence)
+                try u.run()
+            }
+            try conn.execute("COMMIT")
+            commits.add(1, ordering: .relaxed)
+            end(held, failure: nil)
+        } catch {
+            try? conn.execute("ROLLBACK")
+            end(held, failure: error)
+        }
+    }
+
+    /// Closes the batch's transaction (already committed or rolled back when `failure` is nil
+    /// or not, respectively) and settles the answers waiting for it.
+    private func end(_ held: UnsafeMutablePointer<Writer.State>, failure: StoreError?) {
+        if open {
+            if failure != nil {
+                held.pointee.lastSequence = startSequence
+                // The rolled-back writes may have changed the indexes; read them again.
+                held.pointee.mangoIndexes = nil
+            }
+            if caughtUp || held.pointee.lastSequence != startSequence {
+                published = max(published ?? 0, held.pointee.lastSequence)
+            }
+        }
+        open = false
+        caughtUp = false
+        answered.append(contentsOf: waiting.map { ($0, failure) })
+        waiting.removeAll()
+    }
+}
