@@ -119,6 +119,27 @@ import Testing
         { (d: Database) throws(StoreError) -> Int64 in try d.save(Document(id: "d\(i)", properties: ["i": .int(Int64(i))])).sequence }
     }
 
+    @Test func aBatchsFirstWriteFailingLeavesTheRestToCommit() async throws {
+        let (db, dir) = try freshDatabase()
+        defer { db.close(); withExtendedLifetime(dir) {} }
+        try db.save(Document(id: "taken", properties: ["v": 1]))
+        let before = db.writer.commits
+        // The first write opens the batch's transaction without a savepoint; its failure rolls
+        // that transaction back, and the next write opens another.
+        let results = await Self.queueBehindHeldWrite(db, [Self.conflicting, Self.saving(0), Self.saving(1)])
+        guard case .failure(.conflict) = results[0] else {
+            Issue.record("the conflicting write answered \(results[0])")
+            return
+        }
+        #expect(db.writer.commits == before + 1)
+        #expect(try results[2].get() == results[1].get() + 1)
+        #expect(try db.document("d0") != nil && db.document("d1") != nil)
+    }
+
+    static let conflicting: @Sendable (Database) throws(StoreError) -> Int64 = { (d: Database) throws(StoreError) -> Int64 in
+        try d.save(Document(id: "taken", properties: ["v": 2]), concurrencyControl: .failOnConflict).sequence
+    }
+
     @Test func maintenanceInsideABatchCommitsWhatCameBefore() async throws {
         let (db, dir) = try freshDatabase()
         defer { db.close(); withExtendedLifetime(dir) {} }

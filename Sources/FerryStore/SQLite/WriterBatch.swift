@@ -57,12 +57,14 @@ final class WriterBatch: @unchecked Sendable {
         if heldState() != nil { waiting.append(answer) } else { answer(nil) }
     }
 
-    /// Runs `body` as a savepoint of the batch's transaction, beginning it first if need be.
-    /// An error rolls back this savepoint only.
+    /// Runs `body` in the batch's transaction, beginning it if need be; inside one already
+    /// begun, as a savepoint. An error rolls back what `body` wrote, and only that.
     func savepoint<T>(_ held: UnsafeMutablePointer<Writer.State>, _ context: StoreContext,
                       _ body: (WriteTransaction) throws(StoreError) -> T) throws(StoreError) -> T {
         guard let conn = held.pointee.connection else { throw .closed }
-        if !open {
+        // The first transaction of a batch needs no savepoint: nothing else is in it to keep.
+        let first = !open
+        if first {
             try conn.execute("BEGIN IMMEDIATE")
             do throws(StoreError) {
                 if try Writer.catchUp(&held.pointee, conn) { caughtUp = true }
@@ -72,24 +74,30 @@ final class WriterBatch: @unchecked Sendable {
             }
             open = true
             startSequence = held.pointee.lastSequence
+        } else {
+            try conn.prepare("SAVEPOINT batch_item").run()
         }
-        try conn.execute("SAVEPOINT batch_item")
         let txn = WriteTransaction(connection: conn, lastSequence: held.pointee.lastSequence, context: context)
         txn.mangoIndexes = held.pointee.mangoIndexes
         do throws(StoreError) {
             let result = try body(txn)
-            try conn.execute("RELEASE batch_item")
+            if !first { try conn.prepare("RELEASE batch_item").run() }
             held.pointee.mangoIndexes = txn.changedMangoIndexes ? nil : txn.mangoIndexes
             held.pointee.lastSequence = txn.lastSequence
             return result
         } catch {
-            if sqlite3_get_autocommit(conn.handle) != 0 {
+            if first {
+                try? conn.execute("ROLLBACK")
+                open = false
+                if caughtUp { published = max(published ?? 0, held.pointee.lastSequence) }
+                caughtUp = false
+            } else if sqlite3_get_autocommit(conn.handle) != 0 {
                 // SQLite ended the whole transaction itself (a full disk, an I/O error): the
                 // writes of the batch's earlier items went with it, and their callers learn so.
                 end(held, failure: error)
             } else {
-                try? conn.execute("ROLLBACK TO batch_item")
-                try? conn.execute("RELEASE batch_item")
+                try? conn.prepare("ROLLBACK TO batch_item").run()
+                try? conn.prepare("RELEASE batch_item").run()
             }
             throw error
         }
