@@ -9,6 +9,8 @@ import Glibc
 // `ferry-bench rest` — the daemon's REST API against a `ferry serve --data` child process:
 //   get      — keep-alive `GET` of one 1 KiB document, N connections, driven by `wrk` (an
 //              independent C load generator; apt-get install wrk), authenticated (HTTP Basic);
+//   writes   — N connections (wrk, a Lua script) posting `_bulk_docs` of a few 1 KiB documents
+//              without `_id` at once: many small concurrent writes, which group commit batches;
 //   bulk     — `POST /_bulk_docs` of 10,000 × 1 KiB documents over one connection, beside the
 //              store's own batched save of the same documents in this process (the ceiling);
 //   latency  — a `PUT` over one keep-alive connection until the change arrives on a
@@ -16,13 +18,15 @@ import Glibc
 struct RestBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "rest",
-        abstract: "REST API: keep-alive GET rate (wrk), _bulk_docs vs the store's ceiling, write-to-continuous-feed latency.")
+        abstract: "REST API: keep-alive GET rate (wrk), concurrent small _bulk_docs (wrk), one large _bulk_docs vs the store's ceiling, write-to-continuous-feed latency.")
 
     @Option(help: "Connections for the GET test.") var connections = 64
     @Option(help: "Seconds of the GET test.") var seconds = 10
     @Option(help: "wrk threads (the load generator shares the machine with the server).") var threads = 2
     @Option(help: "Documents per _bulk_docs run.") var bulk = 10_000
     @Option(help: "Bulk runs (the median is reported).") var bulkRuns = 5
+    @Option(help: "Connections writing small _bulk_docs at once (the concurrent-writes test; 0 skips it).") var writeConnections = 64
+    @Option(help: "Documents per request of the concurrent-writes test.") var writeDocs = 10
     @Option(help: "Latency samples.") var samples = 1000
     @Option(help: "Folder for the temporary data.") var dir = NSTemporaryDirectory()
     @Option(help: ArgumentHelp(
@@ -68,7 +72,27 @@ struct RestBench: AsyncParsableCommand {
             print("get      SKIPPED: wrk is not installed (apt-get install wrk)")
         }
 
-        // 2. _bulk_docs beside the store's own batched save of the same documents.
+        // 2. Many clients writing small batches at once (what group commit is for): wrk posts
+        // `_bulk_docs` of `writeDocs` 1 KiB documents without `_id` on every connection.
+        if writeConnections > 0 {
+            let put = try await request("PUT", "/bench-writes")
+            guard put.status == 201 else { throw ValidationError("PUT /bench-writes: \(put.status)") }
+            let docs = CanonicalJSON.encode(.object(["docs": .array((0..<writeDocs).map { .object(Self.props($0)) })]))
+            let script = """
+            wrk.method = "POST"
+            wrk.headers["Content-Type"] = "application/json"
+            wrk.body = [[\(String(decoding: docs, as: UTF8.self))]]
+            """
+            if let outcome = try Wrk.run(url: "http://127.0.0.1:\(port)/bench-writes/_bulk_docs", authorization: auth,
+                                         threads: 1, connections: writeConnections, seconds: seconds, script: script,
+                                         latencyDistribution: true) {
+                print(String(format: "writes   %d connections of _bulk_docs × %d, %d s (wrk -t1): %.0f requests/s = %.0f docs/s; p99 %.2f ms; %@%@",
+                             writeConnections, writeDocs, seconds, outcome.requestsPerSecond, outcome.requestsPerSecond * Double(writeDocs),
+                             outcome.p99Milliseconds ?? .nan, outcome.latency, outcome.errors.map { "; " + $0 } ?? ""))
+            }
+        }
+
+        // 3. _bulk_docs beside the store's own batched save of the same documents.
         var bulkRates: [Double] = []
         var ceilingRates: [Double] = []
         for run in 0..<bulkRuns {
@@ -100,7 +124,7 @@ struct RestBench: AsyncParsableCommand {
                      bulk, bulkMedian, bulkRuns, bulkRates.map { String(format: "%.0f", $0) }.joined(separator: ", "),
                      ceilingMedian, ceilingRates.map { String(format: "%.0f", $0) }.joined(separator: ", "), bulkMedian / ceilingMedian))
 
-        // 3. Write → continuous feed latency.
+        // 4. Write → continuous feed latency.
         // The feed on a connection of its own (a second client: one connection each).
         let feedClient = HTTPClient(configuration: BenchServer.clientConfiguration)
         let feed = try await feedClient.stream(HTTPClientRequest(method: "GET", endpoint: endpoint,

@@ -143,9 +143,11 @@ public final class Database: Sendable {
     /// Runs `body` on this database's writer thread and returns its result: how async code calls
     /// the synchronous write API (`save`, `insert`, `inBatch`, `putLocalDocument`, …) without
     /// blocking a thread of Swift's cooperative pool on the write lock, a commit or an fsync.
-    /// Each call inside `body` is its own transaction, as it would be anywhere; for one
-    /// transaction, call `inBatch` inside it. Reads need no such hop: they run on the reader
-    /// pool's connections and never wait for the writer.
+    /// Each call inside `body` is atomic on its own, as it would be anywhere; for several
+    /// changes that must commit together, call `inBatch` inside it. Writes that queue up while
+    /// the thread is busy share one commit (each still failing alone), so many concurrent small
+    /// writes cost few commits; `write` returns once what `body` wrote has committed. Reads need
+    /// no such hop: they run on the reader pool's connections and never wait for the writer.
     ///
     /// ```swift
     /// let saved = try await db.write { (d) throws(StoreError) in try d.save(document) }
