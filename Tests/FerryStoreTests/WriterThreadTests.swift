@@ -140,6 +140,27 @@ import Testing
         try d.save(Document(id: "taken", properties: ["v": 2]), concurrencyControl: .failOnConflict).sequence
     }
 
+    @Test func readsInsideAWriteSeeWhatItWrote() async throws {
+        let (db, dir) = try freshDatabase()
+        defer { db.close(); withExtendedLifetime(dir) {} }
+        // The save is not committed until the batch ends; reads in the same work see it anyway,
+        // including the revision-tree reads that take a snapshot of their own.
+        let (read, trees, count) = try await db.write { (d) throws(StoreError) in
+            let saved = try d.save(Document(id: "a", properties: ["v": 1]))
+            return (try d.document("a"), try d.revisionTrees(of: ["a"]), try d.changes(since: saved.sequence - 1).count)
+        }
+        #expect(read?.properties["v"] == 1)
+        #expect(trees["a"] != nil)
+        #expect(count == 1)
+        // And a write queued behind another sees it too.
+        let results = await Self.queueBehindHeldWrite(db, [Self.saving(0), Self.readingD0])
+        #expect(try results[1].get() == 1)
+    }
+
+    static let readingD0: @Sendable (Database) throws(StoreError) -> Int64 = { (d: Database) throws(StoreError) -> Int64 in
+        Int64(try d.document("d0") == nil ? 0 : 1)
+    }
+
     @Test func maintenanceInsideABatchCommitsWhatCameBefore() async throws {
         let (db, dir) = try freshDatabase()
         defer { db.close(); withExtendedLifetime(dir) {} }

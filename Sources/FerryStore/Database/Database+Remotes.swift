@@ -74,8 +74,10 @@ extension Database {
     public func revisionTrees(of documentIDs: [String]) throws(StoreError) -> [String: RevisionTree] {
         guard !documentIDs.isEmpty else { return [:] }
         return try readers.withReader { (c) throws(StoreError) -> [String: RevisionTree] in
-            try c.execute("BEGIN")
-            defer { try? c.execute("COMMIT") }
+            // A savepoint, not BEGIN: on the writer's thread inside a batch this is the write
+            // connection, whose open transaction must not be committed here.
+            try c.prepare("SAVEPOINT snapshot").run()
+            defer { try? c.prepare("RELEASE snapshot").run() }
             var out: [String: RevisionTree] = [:]
             out.reserveCapacity(documentIDs.count)
             try Self.readTrees(documentIDs, on: c, into: &out)
@@ -96,8 +98,10 @@ extension Database {
         guard high - low < 2 * Int64(changes.count) + 16 else { return try revisionTrees(of: changes.map(\.documentID)) }
         let wanted = Set(changes.map(\.documentID))
         return try readers.withReader { (c) throws(StoreError) -> [String: RevisionTree] in
-            try c.execute("BEGIN")
-            defer { try? c.execute("COMMIT") }
+            // A savepoint, not BEGIN: on the writer's thread inside a batch this is the write
+            // connection, whose open transaction must not be committed here.
+            try c.prepare("SAVEPOINT snapshot").run()
+            defer { try? c.prepare("RELEASE snapshot").run() }
             var out: [String: RevisionTree] = [:]
             out.reserveCapacity(wanted.count)
             let s = try c.prepare("""

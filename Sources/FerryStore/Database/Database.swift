@@ -35,7 +35,7 @@ public final class Database: Sendable {
         self.uuid = uuid
         self.options = options
         self.writer = writer
-        self.readers = ReaderPool(path: path)
+        self.readers = ReaderPool(path: path, writer: writer)
         watcher = options.watchExternalWrites ? ExternalWriteWatcher(path: path, writer: writer) : nil
         self.blobs = BlobStore(databasePath: path)
     }

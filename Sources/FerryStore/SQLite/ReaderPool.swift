@@ -2,6 +2,10 @@ import Synchronization
 
 /// Read-only connections for queries, so reads never wait for the writer (WAL readers see the
 /// last committed state). A connection is checked out for one call and returned afterwards.
+///
+/// On the writer's own thread inside a batch (work from `Database.write`), reads use the write
+/// connection instead: the batch's transaction may hold what that work wrote a moment ago, not
+/// committed yet, and a read after a write must see it.
 final class ReaderPool: Sendable {
     private struct State {
         var idle: [Connection] = []
@@ -10,10 +14,15 @@ final class ReaderPool: Sendable {
 
     let path: String
     private let state = Mutex(State())
+    private let writer: Writer?
 
-    init(path: String) { self.path = path }
+    init(path: String, writer: Writer? = nil) {
+        self.path = path
+        self.writer = writer
+    }
 
     func withReader<T>(_ body: (Connection) throws(StoreError) -> T) throws(StoreError) -> T {
+        if let conn = writer?.connectionInBatch() { return try body(conn) }
         let taken: Connection?? = state.withLock { s in s.closed ? .none : .some(s.idle.popLast()) }
         guard case .some(let pooled) = taken else { throw .closed }
         let conn: Connection

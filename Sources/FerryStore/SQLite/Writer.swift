@@ -120,6 +120,10 @@ final class Writer: Sendable {
         for (answer, error) in answers { answer(error) }
     }
 
+    /// The write connection, when called on the writer's thread inside a batch (whose
+    /// transaction may hold writes not committed yet, which reads there must see); else nil.
+    func connectionInBatch() -> Connection? { batch.heldState()?.pointee.connection }
+
     /// Async work queued for the writer's thread and not yet started.
     var queuedWork: Int { thread.queuedWork }
 
