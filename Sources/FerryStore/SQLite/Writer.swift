@@ -30,7 +30,7 @@ final class Writer: Sendable {
 
     private let state: Mutex<State>
     let notifier: ChangeNotifier
-    /// Where `perform` runs its work, one item at a time.
+    /// Where `perform` runs its work: in order, what queued up together as one batch.
     private let thread: WriterThread
 
     /// What the writer's thread keeps while it runs a batch with the lock held.
