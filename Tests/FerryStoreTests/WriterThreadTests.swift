@@ -161,6 +161,35 @@ import Testing
         Int64(try d.document("d0") == nil ? 0 : 1)
     }
 
+    @Test func aWriteInsideAWriteIsRefusedNotDeadlocked() async throws {
+        let (db, dir) = try freshDatabase()
+        defer { db.close(); withExtendedLifetime(dir) {} }
+        await #expect(throws: StoreError.self) {
+            try await db.write(Self.nestedSave)
+        }
+        // Refused whole: the outer transaction rolled back, and the writer still works.
+        #expect(try db.document("outer") == nil)
+        let saved = try await db.write { (d) throws(StoreError) in try d.save(Document(id: "after", properties: [:])) }
+        #expect(saved.sequence == 1)
+    }
+
+    static let nestedSave: @Sendable (Database) throws(StoreError) -> Void = { (d: Database) throws(StoreError) in
+        try d.inBatch { (b) throws(StoreError) in
+            _ = try b.save(Document(id: "outer", properties: [:]))
+            _ = try d.save(Document(id: "inner", properties: [:]))
+        }
+    }
+
+    @Test func settingsKeptInMemoryChangeOnceCommitted() async throws {
+        let (db, dir) = try freshDatabase()
+        defer { db.close(); withExtendedLifetime(dir) {} }
+        let other: ConflictPolicy = db.conflictPolicy == .resolve ? .keep : .resolve
+        try await db.write { (d) throws(StoreError) in try d.setConflictPolicy(other) }
+        #expect(db.conflictPolicy == other)
+        try await db.write { (d) throws(StoreError) in try d.setSecurity(["admins": ["names": ["x"]]]) }
+        #expect(try db.security == ["admins": ["names": ["x"]]])
+    }
+
     @Test func maintenanceInsideABatchCommitsWhatCameBefore() async throws {
         let (db, dir) = try freshDatabase()
         defer { db.close(); withExtendedLifetime(dir) {} }

@@ -27,6 +27,6 @@ extension Database {
             s.bind(1, text)
             try s.run()
         }
-        securityCache.withLock { $0 = (true, value) }
+        writer.whenCommitted { self.securityCache.withLock { $0 = (true, value) } }
     }
 }

@@ -131,7 +131,7 @@ public final class Database: Sendable {
             s.bind(1, newPolicy.rawValue)
             try s.run()
         }
-        policy.withLock { $0 = newPolicy }
+        writer.whenCommitted { self.policy.withLock { $0 = newPolicy } }
     }
 
     /// Runs `body` in one write transaction: everything it does commits together or not at all.
@@ -146,8 +146,10 @@ public final class Database: Sendable {
     /// Each call inside `body` is atomic on its own, as it would be anywhere; for several
     /// changes that must commit together, call `inBatch` inside it. Writes that queue up while
     /// the thread is busy share one commit (each still failing alone), so many concurrent small
-    /// writes cost few commits; `write` returns once what `body` wrote has committed. Reads need
-    /// no such hop: they run on the reader pool's connections and never wait for the writer.
+    /// writes cost few commits; `write` returns once what `body` wrote has committed. While
+    /// `body` runs it holds this database's writer, so it should not wait for anything that
+    /// needs it (another database's `write` that in turn writes here). Reads need no such hop:
+    /// they run on the reader pool's connections and never wait for the writer.
     ///
     /// ```swift
     /// let saved = try await db.write { (d) throws(StoreError) in try d.save(document) }

@@ -100,6 +100,7 @@ final class Writer: Sendable {
         let result = await withCheckedContinuation { (c: CheckedContinuation<Result<T, StoreError>, Never>) in
             let batch = self.batch
             let queued = thread.submit {
+                batch.beginItem()
                 let result: Result<T, StoreError>
                 do throws(StoreError) { result = .success(try body()) } catch { result = .failure(error) }
                 // Answered once the batch's transaction has committed (or failed to).
@@ -119,6 +120,11 @@ final class Writer: Sendable {
         if let published { notifier.publish(published) }
         for (answer, error) in answers { answer(error) }
     }
+
+    /// Runs `update` once the transaction that just wrote what it reflects has committed: at
+    /// once, except inside a batch, whose transaction commits at its end (and never, if it does
+    /// not). For in-memory copies of stored settings.
+    func whenCommitted(_ update: @escaping () -> Void) { batch.whenCommitted(update) }
 
     /// The write connection, when called on the writer's thread inside a batch (whose
     /// transaction may hold writes not committed yet, which reads there must see); else nil.
@@ -161,7 +167,8 @@ final class Writer: Sendable {
         if let held = batch.heldState() {
             // Inside a batch: what the batch wrote so far commits first (maintenance such as
             // VACUUM cannot run inside a transaction).
-            batch.commit(held)
+            guard !batch.isInsideTransaction else { throw .invalidArgument("maintenance cannot run inside a write transaction") }
+            if let failure = batch.commit(held) { throw failure }
             guard let conn = held.pointee.connection else { throw .closed }
             return try body(conn)
         }

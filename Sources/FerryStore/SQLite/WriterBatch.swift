@@ -27,6 +27,14 @@ final class WriterBatch: @unchecked Sendable {
     private var waiting: [Answer] = []
     private var answered: [(Answer, StoreError?)] = []
     private var published: Int64?
+    /// Whether the running item has written into the open transaction, and the error that
+    /// rolled back what it wrote, if one did: its answer is that error whatever comes after.
+    private var itemWrote = false
+    private var itemLost: StoreError?
+    /// Savepoints open right now: a transaction inside another (a nested write) is refused.
+    private var depth = 0
+    /// What to do once the open transaction has committed (in-memory copies of what it wrote).
+    private var onCommit: [() -> Void] = []
 
     /// Told nil once what its item wrote has committed, or the error that kept it from committing.
     typealias Answer = @Sendable (StoreError?) -> Void
@@ -51,10 +59,28 @@ final class WriterBatch: @unchecked Sendable {
         owner.load(ordering: .acquiring) == UInt(pthread_self()) ? held : nil
     }
 
-    /// Gives `answer` the outcome of the commit that ends the current item's writes; outside a
-    /// batch, success at once.
+    /// Whether a transaction's body is running (so committing now would split it).
+    var isInsideTransaction: Bool { depth > 0 }
+
+    /// Marks the start of an item's work (what it writes is its own from here).
+    func beginItem() {
+        guard heldState() != nil else { return }
+        itemWrote = false
+        itemLost = nil
+    }
+
+    /// Gives `answer` the outcome of the commit that ends the current item's writes — or, if a
+    /// failure already rolled back something it wrote, that failure; outside a batch, success
+    /// at once.
     func afterCommit(_ answer: @escaping Answer) {
-        if heldState() != nil { waiting.append(answer) } else { answer(nil) }
+        guard heldState() != nil else { return answer(nil) }
+        if let lost = itemLost { answered.append((answer, lost)) } else { waiting.append(answer) }
+    }
+
+    /// Runs `update` once what the current transaction wrote has committed (at once outside a
+    /// batch, where the transaction already has); never if it does not commit.
+    func whenCommitted(_ update: @escaping () -> Void) {
+        if heldState() != nil && open { onCommit.append(update) } else { update() }
     }
 
     /// Runs `body` in the batch's transaction, beginning it if need be; inside one already
@@ -62,6 +88,16 @@ final class WriterBatch: @unchecked Sendable {
     func savepoint<T>(_ held: UnsafeMutablePointer<Writer.State>, _ context: StoreContext,
                       _ body: (WriteTransaction) throws(StoreError) -> T) throws(StoreError) -> T {
         guard let conn = held.pointee.connection else { throw .closed }
+        // A write inside a write (a validator or resolver saving) would reuse the savepoint's
+        // sequence numbers; on any other thread it would wait on the lock forever.
+        guard depth == 0 else { throw .invalidArgument("a write transaction cannot be opened inside another") }
+        depth += 1
+        defer { depth -= 1 }
+        if open && sqlite3_get_autocommit(conn.handle) != 0 {
+            // SQLite ended the transaction outside a savepoint of ours (a failed read on this
+            // connection): what the batch wrote went with it.
+            end(held, failure: .sqlite(code: SQLITE_ABORT, message: "the transaction was rolled back"))
+        }
         // The first transaction of a batch needs no savepoint: nothing else is in it to keep.
         let first = !open
         if first {
@@ -84,6 +120,7 @@ final class WriterBatch: @unchecked Sendable {
             if !first { try conn.prepare("RELEASE batch_item").run() }
             held.pointee.mangoIndexes = txn.changedMangoIndexes ? nil : txn.mangoIndexes
             held.pointee.lastSequence = txn.lastSequence
+            itemWrote = true
             return result
         } catch {
             if first {
@@ -91,6 +128,7 @@ final class WriterBatch: @unchecked Sendable {
                 open = false
                 if caughtUp { published = max(published ?? 0, held.pointee.lastSequence) }
                 caughtUp = false
+                onCommit.removeAll()
             } else if sqlite3_get_autocommit(conn.handle) != 0 {
                 // SQLite ended the whole transaction itself (a full disk, an I/O error): the
                 // writes of the batch's earlier items went with it, and their callers learn so.
@@ -103,15 +141,23 @@ final class WriterBatch: @unchecked Sendable {
         }
     }
 
-    /// Commits what the batch wrote so far and settles the answers waiting for it.
-    func commit(_ held: UnsafeMutablePointer<Writer.State>) {
+    /// Commits what the batch wrote so far and settles the answers waiting for it; returns the
+    /// error that kept it from committing, if one did.
+    @discardableResult
+    func commit(_ held: UnsafeMutablePointer<Writer.State>) -> StoreError? {
         guard open else {
             end(held, failure: nil)
-            return
+            return nil
         }
         guard let conn = held.pointee.connection else {
             end(held, failure: .closed)
-            return
+            return .closed
+        }
+        guard sqlite3_get_autocommit(conn.handle) == 0 else {
+            // Already ended by SQLite (see `savepoint`): nothing of it is left to commit.
+            let failure = StoreError.sqlite(code: SQLITE_ABORT, message: "the transaction was rolled back")
+            end(held, failure: failure)
+            return failure
         }
         do throws(StoreError) {
             if held.pointee.lastSequence != startSequence {
@@ -122,9 +168,11 @@ final class WriterBatch: @unchecked Sendable {
             try conn.execute("COMMIT")
             commits.add(1, ordering: .relaxed)
             end(held, failure: nil)
+            return nil
         } catch {
             try? conn.execute("ROLLBACK")
             end(held, failure: error)
+            return error
         }
     }
 
@@ -132,10 +180,15 @@ final class WriterBatch: @unchecked Sendable {
     /// or not, respectively) and settles the answers waiting for it.
     private func end(_ held: UnsafeMutablePointer<Writer.State>, failure: StoreError?) {
         if open {
-            if failure != nil {
+            if let failure {
                 held.pointee.lastSequence = startSequence
                 // The rolled-back writes may have changed the indexes; read them again.
                 held.pointee.mangoIndexes = nil
+                if itemWrote { itemLost = failure }
+                onCommit.removeAll()
+            } else {
+                for update in onCommit { update() }
+                onCommit.removeAll()
             }
             if caughtUp || held.pointee.lastSequence != startSequence {
                 published = max(published ?? 0, held.pointee.lastSequence)
@@ -143,6 +196,7 @@ final class WriterBatch: @unchecked Sendable {
         }
         open = false
         caughtUp = false
+        itemWrote = false
         answered.append(contentsOf: waiting.map { ($0, failure) })
         waiting.removeAll()
     }
