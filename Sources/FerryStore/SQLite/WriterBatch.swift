@@ -47,10 +47,12 @@ final class WriterBatch: @unchecked Sendable {
         owner.store(UInt(pthread_self()), ordering: .releasing)
         for item in items { item() }
         commit(held)
-        owner.store(0, ordering: .releasing)
+        let outcome = (answered, published)
+        answered = []
+        published = nil
         self.held = nil
-        defer { answered = []; published = nil }
-        return (answered, published)
+        owner.store(0, ordering: .releasing)
+        return outcome
     }
 
     /// The state the writer's lock guards, when called on the writer's thread inside a batch
