@@ -73,11 +73,7 @@ extension Database {
     /// absent from the result): what the replicator reads per batch.
     public func revisionTrees(of documentIDs: [String]) throws(StoreError) -> [String: RevisionTree] {
         guard !documentIDs.isEmpty else { return [:] }
-        return try readers.withReader { (c) throws(StoreError) -> [String: RevisionTree] in
-            // A savepoint, not BEGIN: on the writer's thread inside a batch this is the write
-            // connection, whose open transaction must not be committed here.
-            try c.prepare("SAVEPOINT snapshot").run()
-            defer { try? c.prepare("RELEASE snapshot").run() }
+        return try readers.withSnapshot { (c) throws(StoreError) -> [String: RevisionTree] in
             var out: [String: RevisionTree] = [:]
             out.reserveCapacity(documentIDs.count)
             try Self.readTrees(documentIDs, on: c, into: &out)
@@ -97,11 +93,7 @@ extension Database {
         // A sparse batch (a filtered push) would scan rows nobody wants.
         guard high - low < 2 * Int64(changes.count) + 16 else { return try revisionTrees(of: changes.map(\.documentID)) }
         let wanted = Set(changes.map(\.documentID))
-        return try readers.withReader { (c) throws(StoreError) -> [String: RevisionTree] in
-            // A savepoint, not BEGIN: on the writer's thread inside a batch this is the write
-            // connection, whose open transaction must not be committed here.
-            try c.prepare("SAVEPOINT snapshot").run()
-            defer { try? c.prepare("RELEASE snapshot").run() }
+        return try readers.withSnapshot { (c) throws(StoreError) -> [String: RevisionTree] in
             var out: [String: RevisionTree] = [:]
             out.reserveCapacity(wanted.count)
             let s = try c.prepare("""

@@ -14,15 +14,26 @@ final class ReaderPool: Sendable {
 
     let path: String
     private let state = Mutex(State())
-    private let writer: Writer?
+    private let writer: Writer
 
-    init(path: String, writer: Writer? = nil) {
+    init(path: String, writer: Writer) {
         self.path = path
         self.writer = writer
     }
 
+    /// Runs `body` on one connection in one read transaction, so its reads see one state. A
+    /// savepoint, not `BEGIN`: inside a batch the connection is the writer's, whose open
+    /// transaction must not be committed here.
+    func withSnapshot<T>(_ body: (Connection) throws(StoreError) -> T) throws(StoreError) -> T {
+        try withReader { (c) throws(StoreError) -> T in
+            try c.prepare("SAVEPOINT snapshot").run()
+            defer { try? c.prepare("RELEASE snapshot").run() }
+            return try body(c)
+        }
+    }
+
     func withReader<T>(_ body: (Connection) throws(StoreError) -> T) throws(StoreError) -> T {
-        if let conn = writer?.connectionInBatch() { return try body(conn) }
+        if let conn = writer.connectionInBatch() { return try body(conn) }
         let taken: Connection?? = state.withLock { s in s.closed ? .none : .some(s.idle.popLast()) }
         guard case .some(let pooled) = taken else { throw .closed }
         let conn: Connection

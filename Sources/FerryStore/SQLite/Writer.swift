@@ -61,25 +61,14 @@ final class Writer: Sendable {
         if let held = batch.heldState() { return try batch.savepoint(held, context, body) }
         let (result, published) = try state.withLock { (s: inout State) throws(StoreError) -> (T, Int64?) in
             guard let conn = s.connection else { throw .closed }
-            try conn.execute("BEGIN IMMEDIATE")
             // Another process's commits seen here are published with this transaction's (the
             // external-write watcher skips its check while this lock is held).
-            let caughtUp: Bool
-            do throws(StoreError) { caughtUp = try Writer.catchUp(&s, conn) } catch {
-                try? conn.execute("ROLLBACK")
-                throw error
-            }
+            let caughtUp = try WriterBatch.begin(&s, conn)
             let txn = WriteTransaction(connection: conn, lastSequence: s.lastSequence, context: context)
             txn.mangoIndexes = s.mangoIndexes
             do throws(StoreError) {
                 let r = try body(txn)
-                if txn.lastSequence != s.lastSequence {
-                    let u = try conn.prepare("UPDATE meta SET value = ? WHERE key = 'last_sequence'")
-                    u.bind(1, txn.lastSequence)
-                    try u.run()
-                }
-                try conn.execute("COMMIT")
-                batch.commits.add(1, ordering: .relaxed)
+                try batch.commitTransaction(conn, recording: txn.lastSequence != s.lastSequence ? txn.lastSequence : nil)
                 s.mangoIndexes = txn.changedMangoIndexes ? nil : txn.mangoIndexes
                 let moved = caughtUp || txn.lastSequence != s.lastSequence
                 s.lastSequence = txn.lastSequence

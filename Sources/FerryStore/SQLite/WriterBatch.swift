@@ -103,13 +103,7 @@ final class WriterBatch: @unchecked Sendable {
         // The first transaction of a batch needs no savepoint: nothing else is in it to keep.
         let first = !open
         if first {
-            try conn.execute("BEGIN IMMEDIATE")
-            do throws(StoreError) {
-                if try Writer.catchUp(&held.pointee, conn) { caughtUp = true }
-            } catch {
-                try? conn.execute("ROLLBACK")
-                throw error
-            }
+            if try Self.begin(&held.pointee, conn) { caughtUp = true }
             open = true
             startSequence = held.pointee.lastSequence
         } else {
@@ -162,13 +156,7 @@ final class WriterBatch: @unchecked Sendable {
             return failure
         }
         do throws(StoreError) {
-            if held.pointee.lastSequence != startSequence {
-                let u = try conn.prepare("UPDATE meta SET value = ? WHERE key = 'last_sequence'")
-                u.bind(1, held.pointee.lastSequence)
-                try u.run()
-            }
-            try conn.execute("COMMIT")
-            commits.add(1, ordering: .relaxed)
+            try commitTransaction(conn, recording: held.pointee.lastSequence != startSequence ? held.pointee.lastSequence : nil)
             end(held, failure: nil)
             return nil
         } catch {
@@ -176,6 +164,29 @@ final class WriterBatch: @unchecked Sendable {
             end(held, failure: error)
             return error
         }
+    }
+
+    /// `BEGIN IMMEDIATE`, then the sequence counter re-read if another process committed
+    /// (returns whether it moved); nothing stays open if that fails. Both of the writer's paths
+    /// open their transactions here.
+    static func begin(_ s: inout Writer.State, _ conn: Connection) throws(StoreError) -> Bool {
+        try conn.execute("BEGIN IMMEDIATE")
+        do throws(StoreError) { return try Writer.catchUp(&s, conn) } catch {
+            try? conn.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Records the sequence counter (when it moved: `sequence`) and commits; the caller rolls
+    /// back if this throws. Both of the writer's paths commit here.
+    func commitTransaction(_ conn: Connection, recording sequence: Int64?) throws(StoreError) {
+        if let sequence {
+            let u = try conn.prepare("UPDATE meta SET value = ? WHERE key = 'last_sequence'")
+            u.bind(1, sequence)
+            try u.run()
+        }
+        try conn.execute("COMMIT")
+        commits.add(1, ordering: .relaxed)
     }
 
     /// Closes the batch's transaction (already committed or rolled back when `failure` is nil
