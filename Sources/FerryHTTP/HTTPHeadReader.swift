@@ -102,8 +102,8 @@ enum HTTPHeadReader {
         if head.minorVersion == 1 && hosts.count != 1 {
             throw HTTPError.malformed(hosts.isEmpty ? "HTTP/1.1 request without Host" : "more than one Host field")
         }
-        let codings = head.values(of: "Transfer-Encoding").flatMap(commaList)
-        let lengths = head.values(of: "Content-Length").flatMap(commaList)
+        let codings = head.tokens("Transfer-Encoding")
+        let lengths = head.tokens("Content-Length")
         if !codings.isEmpty {
             guard lengths.isEmpty else { throw HTTPError.malformed("both Transfer-Encoding and Content-Length") }
             guard head.minorVersion == 1 else { throw HTTPError.malformed("Transfer-Encoding in an HTTP/1.0 request") }
@@ -121,7 +121,7 @@ enum HTTPHeadReader {
             }
             head.body = .length(n)
         }
-        let connection = head.values(of: "Connection").flatMap(commaList)
+        let connection = head.tokens("Connection")
         if connection.contains(where: { $0.caseInsensitiveEquals("close") }) {
             head.keepAlive = false
         } else if head.minorVersion == 0 {
@@ -133,11 +133,6 @@ enum HTTPHeadReader {
             }
             head.expectsContinue = head.minorVersion == 1 && head.body != .none && head.body != .length(0)
         }
-    }
-
-    /// The elements of a comma-separated list field, trimmed, empty ones dropped.
-    static func commaList(_ value: String) -> [String] {
-        value.split(separator: ",").map { $0.trimmingASCIIWhitespace() }.filter { !$0.isEmpty }
     }
 
     /// `tchar` of RFC 9110 §5.6.2.

@@ -134,12 +134,12 @@ public struct HTTPResponseDecoder: Sendable {
         if method == "HEAD" || head.status == 204 || head.status == 304 || (method == "CONNECT" && head.status < 300) {
             return .none
         }
-        let codings = head.values(of: "Transfer-Encoding").flatMap(HTTPHeadReader.commaList)
+        let codings = head.tokens("Transfer-Encoding")
         if let last = codings.last {
             // A coding other than chunked last means the length is the close (§6.3 rule 4).
             return last.caseInsensitiveEquals("chunked") ? .chunked : .untilClose
         }
-        let lengths = head.values(of: "Content-Length").flatMap(HTTPHeadReader.commaList)
+        let lengths = head.tokens("Content-Length")
         if let first = lengths.first {
             guard lengths.allSatisfy({ $0 == first }), !first.isEmpty, first.utf8.count <= 18,
                   first.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int(first) else {
@@ -155,7 +155,7 @@ public struct HTTPResponseDecoder: Sendable {
 
     /// Whether the server keeps the connection open after this response.
     private static func persists(_ head: HTTPResponseHead, minorVersion: Int) -> Bool {
-        let connection = head.values(of: "Connection").flatMap(HTTPHeadReader.commaList)
+        let connection = head.tokens("Connection")
         if connection.contains(where: { $0.caseInsensitiveEquals("close") }) { return false }
         return minorVersion >= 1 || connection.contains { $0.caseInsensitiveEquals("keep-alive") }
     }

@@ -26,14 +26,13 @@ public enum PercentEncoding {
     /// `s` with every byte escaped but ASCII letters, digits, the unreserved `-._~` and the
     /// ASCII characters in `keeping`.
     public static func encode(_ s: String, keeping: String = "") -> String {
-        let kept = Set(keeping.utf8)
         var out = ""
         out.reserveCapacity(s.utf8.count)
         for b in s.utf8 {
             switch b {
             case 48...57, 65...90, 97...122, UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
                 out.unicodeScalars.append(Unicode.Scalar(b))
-            case _ where kept.contains(b) && b < 0x80:
+            case _ where b < 0x80 && keeping.utf8.contains(b):
                 out.unicodeScalars.append(Unicode.Scalar(b))
             default:
                 out.unicodeScalars.append("%")

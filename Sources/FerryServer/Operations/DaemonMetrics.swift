@@ -130,7 +130,7 @@ public final class DaemonMetrics: Sendable {
                 gauge("ferry_database_conflicts", labels, Double(conflicts))
             }
             gauge("ferry_database_last_sequence", labels, Double(db.lastSequence))
-            gauge("ferry_database_file_bytes", labels, Double(Self.fileSize(db.path) + Self.fileSize(db.path + "-wal")))
+            gauge("ferry_database_file_bytes", labels, Double(db.fileBytes))
         }
     }
 
@@ -177,9 +177,5 @@ public final class DaemonMetrics: Sendable {
         let counter = Counter(label: name, dimensions: labels, factory: factory)
         if total > last { counter.increment(by: total - last) }
         st.mirrored[key] = total
-    }
-
-    private static func fileSize(_ path: String) -> Int64 {
-        FileSystem.size(atPath: path)
     }
 }

@@ -116,7 +116,7 @@ extension RESTRouter {
         do {
             let live = try c.db.documentCount()
             let all = try c.db.documentCount(includeDeleted: true)
-            let size = Self.fileSize(c.db.path) + Self.fileSize(c.db.path + "-wal")
+            let size = c.db.fileBytes
             return .object([
                 "db_name": .string(c.name),
                 "doc_count": .int(Int64(live)),
@@ -132,9 +132,5 @@ extension RESTRouter {
                 "uuid": .string(c.db.uuid.uuidString.lowercased()),
             ])
         } catch { throw RESTError(error) }
-    }
-
-    static func fileSize(_ path: String) -> Int64 {
-        FileSystem.size(atPath: path)
     }
 }

@@ -2,6 +2,9 @@
 /// revision, listing local documents by prefix (replication checkpoints) and the peers the
 /// store keeps revisions for.
 extension Database {
+    /// Bytes the database takes on disk: its file and its write-ahead log (attachments apart).
+    public var fileBytes: Int64 { FileSystem.size(atPath: path) + FileSystem.size(atPath: path + "-wal") }
+
     /// Removes the leaf `revision` of a document and its ancestors back to the fork with
     /// another branch (CouchDB's `_purge` of one revision): no tombstone, nothing to replicate
     /// about the removed revisions. When it was the document's only branch the whole document

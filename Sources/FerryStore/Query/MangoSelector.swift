@@ -81,7 +81,7 @@ public indirect enum MangoSelector: Sendable, Equatable {
             guard case .array(let a) = arg, a.count == 2, case .int = a[0], case .int = a[1] else { throw .badArg(key, arg) }
             return .condition(key, arg)
         case "$regex":
-            guard case .string(let pattern) = arg, MangoRegex(pattern) != nil else { throw .badArg(key, arg) }
+            guard case .string(let pattern) = arg, MangoRegex.compiled(pattern) != nil else { throw .badArg(key, arg) }
             return .condition(key, arg)
         case "$size":
             guard case .int(let n) = arg, n >= 0 else { throw .badArg(key, arg) }

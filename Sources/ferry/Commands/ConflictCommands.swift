@@ -107,7 +107,7 @@ struct Resolve: AsyncParsableCommand {
         let data: [UInt8]?
         if path == "-" { data = StandardInput.readAll() } else { data = FileManager.default.contents(atPath: path).map { Array($0) } }
         guard let data else { throw CommandFailure("cannot read \(path) (\(FileManager.default.fileExists(atPath: path) ? "not readable" : "no such file"))") }
-        do { return try JSONParser.parseObject(Array(data)) } catch {
+        do { return try JSONParser.parseObject(data) } catch {
             throw CommandFailure("\(path) is not a JSON object: \(error)")
         }
     }

@@ -105,12 +105,11 @@ struct DiskUsage {
 
     init(database path: String) {
         let fm = FileManager.default
-        func size(_ p: String) -> Int64 { FileSystem.size(atPath: p) }
-        file = size(path)
-        wal = size(path + "-wal")
+        file = FileSystem.size(atPath: path)
+        wal = FileSystem.size(atPath: path + "-wal")
         let folder = path + ".attachments"
         for name in (try? fm.contentsOfDirectory(atPath: folder)) ?? [] where name.hasSuffix(".blob") {
-            attachments += size(folder + "/" + name)
+            attachments += FileSystem.size(atPath: folder + "/" + name)
             attachmentFiles += 1
         }
     }

@@ -26,8 +26,7 @@ struct OfflineReplications {
     }
 
     func update(_ change: (inout [String: ReplicationStore.Entry]) throws -> Void) throws {
-        let dir = FileSystem.directory(of: store.path)
-        if !dir.isEmpty { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
+        try FileManager.default.createDirectory(atPath: FileSystem.directory(of: store.path), withIntermediateDirectories: true)
         let lock = try DaemonEndpoint.lock(prefix)
         defer { lock.release() }
         var all = try store.load()
