@@ -221,3 +221,39 @@ struct TwoLivesTests {
         Issue.record("no attempt made the first life's tombstone current")
     }
 }
+
+/// A re-creation closes every deletion its copy knows of (seed 115), and those closures must
+/// reach a peer that holds one of the deletions open, even when this copy's record of the
+/// peer's latest revision is on the other branch. Found by the cluster harness (seed 2).
+@Suite("Closed tombstones")
+struct ClosedTombstoneTests {
+    /// Molly deletes branch B and pushes that deletion to Naomi; she then pulls Naomi's deletion
+    /// of branch A (a higher generation: Naomi's latest, as Molly records it) and re-creates
+    /// the document on it, closing B's tombstone. The push must close B at Naomi too: left open
+    /// there, B's deletion races the re-creation at every peer that pulls from Naomi, and wins.
+    @Test func aRecreationClosesAtThePeerTheDeletionItHadPushedThere() async throws {
+        let molly = try await Peer.make("molly")
+        let naomi = try await Peer.make("naomi", serving: true)
+        let olive = try await Peer.make("olive")
+        try molly.put("doc", ["v": "shared"])
+        try await replicate(molly, with: naomi, .push)
+        try molly.put("doc", ["v": "molly"])
+        try molly.db.delete(try #require(try molly.db.document("doc")))
+        for v in ["a1", "a2", "a3"] { try naomi.put("doc", ["v": .string(v)]) }
+        try naomi.db.delete(try #require(try naomi.db.document("doc")))
+        let deletionA = try #require(try naomi.current("doc"))
+
+        try await replicate(molly, with: naomi, .push)     // B's deletion: a second tombstone there
+        try await replicate(molly, with: naomi, .pull)     // A's deletion: current here too
+        #expect(try molly.current("doc") == deletionA)
+        let recreated = try molly.put("doc", ["v": "again"])
+        try await replicate(molly, with: naomi, .push)
+
+        let tree = try #require(try naomi.db.revisionTree(of: "doc"))
+        #expect(!tree.leaves.contains { $0.isDeleted && !$0.isClosed }, "no deletion left open beside the re-creation")
+        #expect(try naomi.current("doc") == recreated.revisionID?.description)
+        try await replicate(olive, with: naomi, .pull)
+        #expect(try olive.body("doc") == ["v": "again"], "a third peer sees the re-creation, not B's deletion")
+        await molly.stop(); await naomi.stop(); await olive.stop()
+    }
+}

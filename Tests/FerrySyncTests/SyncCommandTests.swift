@@ -157,9 +157,9 @@ struct SyncCommandTests {
     /// Issue 30: the peer's deletion wins over a local edit. The edit's branch is closed
     /// locally, and that tombstone is a branch the peer never had; a passive peer in
     /// no-conflicts mode (Sync Gateway 4.2) answers such a tombstone 409 — here a validator
-    /// does, for any closing tombstone. Nothing is sent it would refuse: exit 0, nothing failed,
-    /// and both sides hold the deletion.
-    @Test func aWinningRemoteDeletionSendsNoTombstoneThePeerNeverHad() async throws {
+    /// does, for any closing tombstone. That refusal means "nothing to close here", not a
+    /// failure: exit 0, nothing failed, and both sides hold the deletion.
+    @Test func aWinningRemoteDeletionTakesThe409ForATombstoneThePeerNeverHad() async throws {
         let naomi = try await Peer.make("naomi", serving: true)
         naomi.db.setValidation(named: "likeSyncGateway") { rev, _ in
             rev.isDeletion && rev.properties["ferry:closed"] != nil

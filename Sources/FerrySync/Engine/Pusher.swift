@@ -224,23 +224,15 @@ final class Pusher: Sendable {
         // is judged against the peer's current revision, which such a leaf (another life's
         // tombstone) need not continue; the peer's insert judges it with its history.
         var batch: [Change] = [], unproposed: [Change] = []
-        var withheld = 0
         for c in unknown {
-            let tree = trees[c.documentID]
-            if tree?.current?.revisionID == c.revisionID {
-                batch.append(c)
-            } else if let tree, !Self.peerMayHoldBranch(closedBy: c.revisionID, in: tree, peerHas: parents[c.documentID]) {
-                withheld += 1
-            } else {
-                unproposed.append(c)
-            }
+            if trees[c.documentID]?.current?.revisionID == c.revisionID { batch.append(c) } else { unproposed.append(c) }
         }
-        reporter.completed(withheld)
         // They go first: one may end the life the peer holds live, after which the peer takes
         // our current revision (a tombstone beside its own) as the re-creation table allows.
         // What the peer has as its latest stays its current revision: these are not recorded.
         if !unproposed.isEmpty {
-            _ = try await sendRevs(unproposed.map { ($0, [], JSONValue.int($0.sequence)) }, trees: trees, noConflicts: true)
+            _ = try await sendRevs(unproposed.map { ($0, [], JSONValue.int($0.sequence)) }, trees: trees, noConflicts: true,
+                                   closedLeavesMayBeRefused: true)
         }
         guard !batch.isEmpty else { return }
         var proposals = batch.map {
@@ -291,17 +283,6 @@ final class Pusher: Sendable {
                                      noConflicts: true, pulling: alsoPulling)
         let acknowledged = synced
         do { try await database.write { (d) throws(StoreError) in try d.setRemoteRevisions(acknowledged, remote: remote, purgeCountBefore: purges) } } catch { throw .store(error) }
-    }
-
-    /// Whether a leaf is worth sending to a peer: any leaf but one that closed a losing branch
-    /// (`RevisionTree.Node.isClosed`) the peer is known not to hold. A peer whose latest
-    /// revision here (`peerHas`) is on another branch either never had the loser, or had both
-    /// leaves and closed it the same way; a tombstone on a branch it never had is refused by a
-    /// passive peer in no-conflicts mode (Sync Gateway's 409), and is noise to any other
-    /// (Protocol/revisions.md, "Closed branches").
-    static func peerMayHoldBranch(closedBy leaf: RevisionID, in tree: RevisionTree, peerHas: RevisionID?) -> Bool {
-        guard let node = tree.nodes[leaf], node.isClosed, let loser = node.parent, let peerHas else { return true }
-        return tree.isAncestor(peerHas, of: loser)
     }
 
     private func sendProposals(_ proposals: [ReplicationMessages.ProposedChange]) async throws(ReplicationError) -> [ReplicationMessages.ProposalStatus] {
@@ -366,8 +347,14 @@ final class Pusher: Sendable {
     /// `pulling`: the pull side runs too; a 409 for a revision then means the peer holds a
     /// conflicting one that the pull brings in and resolves here (the proposal passed because
     /// the peer's current revision was a deletion the insert then judged) — not a failure.
+    /// `closedLeavesMayBeRefused`: a 409 for a closed leaf (`RevisionTree.Node.isClosed`) means
+    /// the peer never had the branch it closes (Sync Gateway refuses such a tombstone in
+    /// no-conflicts mode), so there was nothing to close there — not a failure either. Which
+    /// peers hold a loser cannot be known here (this peer may have pushed it, or a third one may
+    /// have), so every closed leaf is sent and the peer's answer decides (docs/reliability.md).
     private func sendRevs(_ items: [(change: Change, known: [String], sequence: JSONValue)], trees: [String: RevisionTree],
-                          noConflicts: Bool, pulling: Bool = false) async throws(ReplicationError) -> [(documentID: String, revisionID: RevisionID)] {
+                          noConflicts: Bool, pulling: Bool = false,
+                          closedLeavesMayBeRefused: Bool = false) async throws(ReplicationError) -> [(documentID: String, revisionID: RevisionID)] {
         let (messages, sent) = revMessages(items, trees: trees, noConflicts: noConflicts)
         reporter.onRevisionsSent(messages.count)
         let results = await connection.sendAll(messages)
@@ -384,6 +371,11 @@ final class Pusher: Sendable {
                 if error.isTransient { throw error }
                 if pulling && code == 409 {
                     logger.debug("revision left for the pull to resolve", metadata: ["doc": "\(change.documentID)"])
+                    reporter.completed(1)
+                    continue
+                }
+                if closedLeavesMayBeRefused && code == 409, trees[change.documentID]?.nodes[change.revisionID]?.isClosed == true {
+                    logger.debug("closed branch unknown to the peer", metadata: ["doc": "\(change.documentID)"])
                     reporter.completed(1)
                     continue
                 }
