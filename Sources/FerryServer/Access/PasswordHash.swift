@@ -39,8 +39,8 @@ public struct PasswordHash: Sendable, Equatable, CustomStringConvertible {
         let parts = encoded.split(separator: "$", omittingEmptySubsequences: false)
         guard parts.count == 4, parts[0] == Self.scheme else { throw Malformed(reason: "not a \(Self.scheme) hash") }
         guard let n = Int(parts[1]), n >= 1, n <= 100_000_000 else { throw Malformed(reason: "bad iteration count") }
-        guard let salt = Self.bytes(hex: parts[2]), !salt.isEmpty, salt.count <= 64,
-              let hash = Self.bytes(hex: parts[3]), hash.count == Self.keyLength else { throw Malformed(reason: "bad salt or hash") }
+        guard let salt = Hex.decode(parts[2]), !salt.isEmpty, salt.count <= 64,
+              let hash = Hex.decode(parts[3]), hash.count == Self.keyLength else { throw Malformed(reason: "bad salt or hash") }
         iterations = n
         self.salt = salt
         self.hash = hash
@@ -66,28 +66,6 @@ public struct PasswordHash: Sendable, Equatable, CustomStringConvertible {
                               salt, Int32(salt.count), Int32(iterations), EVP_sha256(), Int32(keyLength), &out)
         }
         guard ok == 1 else { throw Malformed(reason: "PBKDF2 failed") }
-        return out
-    }
-
-
-    private static func bytes(hex: Substring) -> [UInt8]? {
-        let u = Array(hex.utf8)
-        guard u.count % 2 == 0 else { return nil }
-        func nibble(_ c: UInt8) -> UInt8? {
-            switch c {
-            case 0x30...0x39: c - 0x30
-            case 0x61...0x66: c - 0x61 + 10
-            default: nil
-            }
-        }
-        var out: [UInt8] = []
-        out.reserveCapacity(u.count / 2)
-        var i = 0
-        while i < u.count {
-            guard let hi = nibble(u[i]), let lo = nibble(u[i + 1]) else { return nil }
-            out.append(hi << 4 | lo)
-            i += 2
-        }
         return out
     }
 }

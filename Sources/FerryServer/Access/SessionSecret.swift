@@ -20,7 +20,7 @@ enum SessionSecret {
     static func loadOrCreate(at path: String) throws(UserStore.Failure) -> [UInt8] {
         if let data = FileManager.default.contents(atPath: path),
            let text = String(data: data, encoding: .utf8)?.trimmingWhitespace(),
-           text.utf8.count == 64, let bytes = bytes(hex: text) {
+           text.utf8.count == 64, let bytes = Hex.decode(text, allowingUppercase: true) {
             return bytes
         }
         let secret = try random()
@@ -35,24 +35,5 @@ enum SessionSecret {
         var secret = [UInt8](repeating: 0, count: 32)
         guard RAND_bytes(&secret, 32) == 1 else { throw .io("no random bytes for the session secret") }
         return secret
-    }
-
-    private static func bytes(hex: String) -> [UInt8]? {
-        var out: [UInt8] = []
-        var it = hex.utf8.makeIterator()
-        while let hi = it.next() {
-            guard let lo = it.next(), let h = nibble(hi), let l = nibble(lo) else { return nil }
-            out.append(h << 4 | l)
-        }
-        return out
-    }
-
-    private static func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case 0x30...0x39: c - 0x30
-        case 0x61...0x66: c - 0x61 + 10
-        case 0x41...0x46: c - 0x41 + 10
-        default: nil
-        }
     }
 }

@@ -43,25 +43,9 @@ final class BlobStore: Sendable {
     /// The digest a file name in the folder stands for; nil for temp files and strangers.
     static func digest(fromFileName name: String) -> BlobDigest? {
         guard name.hasSuffix(blobSuffix) else { return nil }
-        let hex = Array(name.utf8.dropLast(blobSuffix.utf8.count))
-        guard hex.count == 40 else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(20)
-        var i = 0
-        while i < 40 {
-            guard let hi = nibble(hex[i]), let lo = nibble(hex[i + 1]) else { return nil }
-            bytes.append(hi << 4 | lo)
-            i += 2
-        }
+        let hex = name.dropLast(blobSuffix.count)
+        guard hex.utf8.count == 40, let bytes = Hex.decode(hex) else { return nil }
         return BlobDigest(bytes: bytes)
-    }
-
-    private static func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
-        default: return nil
-        }
     }
 
     /// The stored size of a blob, or nil if it is not here.

@@ -47,6 +47,7 @@ extension WriteTransaction {
 
     /// Stores a decided resolution of two leaves of `tree` by adding revisions; returns the
     /// revision made for a new body, if any.
+    @discardableResult
     func apply(_ resolution: ConflictResolution, to tree: inout RevisionTree, documentID: String,
                local: RevisionID, remote: RevisionID) throws(StoreError) -> RevisionID? {
         guard let l = tree.nodes[local], let r = tree.nodes[remote] else {
