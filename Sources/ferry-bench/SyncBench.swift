@@ -198,7 +198,7 @@ struct SyncBench: AsyncParsableCommand {
                     for i in stride(from: w, to: total, by: writers) {
                         let id = "lat-\(i)", doc = Document(id: id, properties: props(i))
                         let t0 = Self.now()
-                        try await aDB.write { (d) throws(StoreError) in try d.save(doc) }
+                        _ = try await aDB.write { (d) throws(StoreError) in try d.save(doc) }
                         mine.append((await arrivals.wait(for: id) - t0) * 1000)
                     }
                     return mine

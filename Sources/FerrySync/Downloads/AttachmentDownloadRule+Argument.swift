@@ -1,3 +1,5 @@
+import FerryHTTP
+
 /// The command-line form (`ferry sync --download-rule`): `key=value` pairs and the bare word
 /// `skip`, separated by commas — `contentType=text/*,priority=10`, `minLength=1MiB,skip`.
 extension AttachmentDownloadRule: CustomStringConvertible {
@@ -7,12 +9,12 @@ extension AttachmentDownloadRule: CustomStringConvertible {
     public init(argument: String) throws(SyntaxError) {
         self.init()
         let example = "write it like contentType=text/*,priority=10 or minLength=1MiB,skip"
-        guard !Substring(argument).trimmingASCIIWhitespace().isEmpty else { throw SyntaxError("the download rule is empty; \(example)") }
+        guard !argument.trimmingASCIIWhitespace().isEmpty else { throw SyntaxError("the download rule is empty; \(example)") }
         var seen = Set<CodingKeys>()
         for part in argument.split(separator: ",", omittingEmptySubsequences: false) {
             let item = part.trimmingASCIIWhitespace()
             guard !item.isEmpty else { throw SyntaxError("empty item in \(argument.debugDescription); \(example)") }
-            let keyText: Substring, value: Substring?
+            let keyText: String, value: String?
             if let eq = item.firstIndex(of: "=") {
                 keyText = item[..<eq].trimmingASCIIWhitespace()
                 value = item[item.index(after: eq)...].trimmingASCIIWhitespace()
@@ -68,7 +70,7 @@ extension AttachmentDownloadRule: CustomStringConvertible {
 
     /// A size: a whole number of bytes, optionally followed by a unit (`1MiB`, `512K`, `300 B`).
     static func parseSize(_ text: String, key: String) throws(SyntaxError) -> Int64 {
-        let s = Substring(text).trimmingASCIIWhitespace()
+        let s = text.trimmingASCIIWhitespace()
         let digits = s.prefix { $0.isASCII && $0.isNumber }
         let unit = s[digits.endIndex...].trimmingASCIIWhitespace().lowercased()
         let usage = "\(key) must be a whole number of bytes with an optional unit B, KiB, MiB, GiB, K, M or G, got \(text.debugDescription)"

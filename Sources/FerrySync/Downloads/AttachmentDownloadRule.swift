@@ -1,3 +1,5 @@
+import FerryHTTP
+
 /// One rule of a declarative download policy (`AttachmentDownloadPolicy.rules(_:)`): matchers
 /// that all must hold, and an action. In JSON (Protocol/download-rules.md):
 ///
@@ -88,14 +90,5 @@ public struct AttachmentDownloadRule: Sendable, Equatable {
             throw SyntaxError("\(key) must not be empty (leave it out to match everything)")
         }
         if skip && priority != 0 { throw SyntaxError("a rule either skips or has a priority, not both") }
-    }
-}
-
-extension Substring {
-    /// The text without leading and trailing spaces and tabs.
-    func trimmingASCIIWhitespace() -> Substring {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
-        return self[first...last]
     }
 }

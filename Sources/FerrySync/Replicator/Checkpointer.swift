@@ -189,7 +189,7 @@ final class Checkpointer: Sendable {
 
     private func savePushed() async throws(StoreError) {
         let id = localDocumentID, properties = value.json
-        try await database.write { (d) throws(StoreError) in try d.putLocalDocument(id, properties: properties) }
+        _ = try await database.write { (d) throws(StoreError) in try d.putLocalDocument(id, properties: properties) }
     }
 
     /// Sends the current value to the peer (`setCheckpoint`), one save at a time; a 409 (the

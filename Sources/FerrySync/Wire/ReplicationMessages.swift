@@ -1,3 +1,4 @@
+import FerryHTTP
 import FerryStore
 import FoundationEssentials
 
