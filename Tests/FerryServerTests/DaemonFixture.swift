@@ -12,20 +12,26 @@ import Glibc
 /// A daemon on a temporary data directory, port 0, with the given users and anonymous policy.
 final class DaemonFixture: Sendable {
     let dir = TempDir()
+    /// The data directory served (`data` in `dir` unless given).
+    let data: String
     let daemon: FerryDaemon
 
     init(users: [UserRecord] = [], allowAnonymous: Bool = false, anonymousRole: Role = .writer,
          databases: [String] = [], tls: TLSServerConfiguration? = nil, checks: PasswordCheckPool = .shared,
-         failureLimits: FailureThrottle.Limits = FailureThrottle.Limits(),
+         failureLimits: FailureThrottle.Limits = FailureThrottle.Limits(), data: String? = nil,
          configure: (inout FerryDaemon.Configuration) -> Void = { _ in }) async throws {
         var policy = AccessControl.Policy()
         policy.allowAnonymous = allowAnonymous
         policy.anonymousRole = anonymousRole
         policy.failureLimits = failureLimits
-        let store = UserStore(dataDirectory: dir.path("data"))
-        try FileManager.default.createDirectory(atPath: dir.path("data"), withIntermediateDirectories: true)
-        try store.save(Dictionary(users.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a }))
-        var config = FerryDaemon.Configuration(location: .directory(dir.path("data")))
+        let data = data ?? dir.path("data")
+        self.data = data
+        let store = UserStore(dataDirectory: data)
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
+        if !users.isEmpty || !FileManager.default.fileExists(atPath: data + "/_users.json") {
+            try store.save(Dictionary(users.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a }))
+        }
+        var config = FerryDaemon.Configuration(location: .directory(data))
         config.port = 0
         config.tls = tls
         configure(&config)

@@ -3,39 +3,6 @@ import FerryStore
 import Foundation
 import Testing
 
-/// A small tmpfs, mounted for one test (root only) and unmounted with it.
-final class SmallFilesystem: Sendable {
-    let dir = TempDir()
-    var path: String { dir.url.path }
-
-    init(megabytes: Int) throws {
-        try Self.mount(["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", dir.url.path])
-    }
-
-    /// Makes it bigger: space freed.
-    func grow(to megabytes: Int) throws {
-        try Self.mount(["-o", "remount,size=\(megabytes)m", dir.url.path])
-    }
-
-    deinit { _ = try? Self.run("/bin/umount", ["-l", dir.url.path]) }
-
-    static var available: Bool { getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/bin/mount") }
-
-    private static func mount(_ args: [String]) throws {
-        let status = try run("/bin/mount", args)
-        guard status == 0 else { throw StoreError.io(operation: "mount \(args.joined(separator: " "))", errno: status) }
-    }
-
-    private static func run(_ tool: String, _ args: [String]) throws -> Int32 {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: tool)
-        p.arguments = args
-        try p.run()
-        p.waitUntilExit()
-        return p.terminationStatus
-    }
-}
-
 /// A peer whose disk fills up: its writes fail with a clear error, nothing it committed is
 /// damaged, and a continuous replication into it catches up once space is freed. Needs root
 /// (a tmpfs mount); CI runs it.

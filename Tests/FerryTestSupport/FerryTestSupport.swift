@@ -46,3 +46,47 @@ public final class TempDir: Sendable {
 public func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
     await withCheckedContinuation { c in Thread { c.resume(returning: body()) }.start() }
 }
+
+/// A small tmpfs, mounted for one test (root only) and unmounted with it.
+public final class SmallFilesystem: Sendable {
+    let dir = TempDir()
+    /// Where it is mounted.
+    public var path: String { dir.url.path }
+
+    /// Mounts a tmpfs of that size on a new temporary directory.
+    public init(megabytes: Int) throws {
+        try Self.mount(["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", dir.url.path])
+    }
+
+    /// Makes it bigger: space freed.
+    public func grow(to megabytes: Int) throws {
+        try Self.mount(["-o", "remount,size=\(megabytes)m", dir.url.path])
+    }
+
+    deinit { _ = try? Self.run("/bin/umount", ["-l", dir.url.path]) }
+
+    /// Whether this process may mount one (root, with `mount`).
+    public static var available: Bool { getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/bin/mount") }
+
+    private static func mount(_ args: [String]) throws {
+        let status = try run("/bin/mount", args)
+        guard status == 0 else { throw MountFailed(arguments: args, status: status) }
+    }
+
+    private static func run(_ tool: String, _ args: [String]) throws -> Int32 {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: tool)
+        p.arguments = args
+        try p.run()
+        p.waitUntilExit()
+        return p.terminationStatus
+    }
+}
+
+/// `mount` exited with a failure.
+public struct MountFailed: Error {
+    /// What `mount` was given.
+    public let arguments: [String]
+    /// Its exit status.
+    public let status: Int32
+}

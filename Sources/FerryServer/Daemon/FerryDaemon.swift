@@ -94,6 +94,7 @@ public final class FerryDaemon: Sendable {
     public let httpConnections: HTTPConnectionTracker
     private let listener: SyncListener
     private let lock: DaemonEndpoint.Lock?
+    private let publisher: EndpointPublisher?
     private let coordinator: CoordinatorSlot
 
     /// The advertiser, browser and static peers, when configured.
@@ -118,10 +119,11 @@ public final class FerryDaemon: Sendable {
 
     private init(registry: DatabaseRegistry, access: AccessControl, router: RESTRouter, replications: ReplicationRegistry,
                  scheduler: ReplicationScheduler, metrics: DaemonMetrics, httpConnections: HTTPConnectionTracker,
-                 listener: SyncListener, lock: DaemonEndpoint.Lock?, coordinator: CoordinatorSlot) {
+                 listener: SyncListener, lock: DaemonEndpoint.Lock?, publisher: EndpointPublisher?, coordinator: CoordinatorSlot) {
         self.coordinator = coordinator
         self.scheduler = scheduler
         self.lock = lock
+        self.publisher = publisher
         self.registry = registry
         self.access = access
         self.router = router
@@ -231,16 +233,17 @@ public final class FerryDaemon: Sendable {
             throw error
         }
         box.withLock { $0 = listener }
+        let publisher = lock.map { lock in
+            let token = DaemonEndpoint.newToken()
+            access.setLocalToken(token)
+            let host = ["0.0.0.0", "::", ""].contains(configuration.host) ? "127.0.0.1" : listener.host
+            let url = "\(listener.secure ? "https" : "http")://\(host.contains(":") ? "[\(host)]" : host):\(listener.port)"
+            return EndpointPublisher(DaemonEndpoint(url: url, token: token, pid: getpid()), under: lock, logger: logger)
+        }
         let daemon = FerryDaemon(registry: registry, access: access, router: router, replications: replications, scheduler: scheduler,
-                                 metrics: metrics, httpConnections: tracker, listener: listener, lock: lock, coordinator: coordinator)
+                                 metrics: metrics, httpConnections: tracker, listener: listener, lock: lock, publisher: publisher,
+                                 coordinator: coordinator)
         do {
-            if let lock {
-                let token = DaemonEndpoint.newToken()
-                access.setLocalToken(token)
-                let host = ["0.0.0.0", "::", ""].contains(configuration.host) ? "127.0.0.1" : listener.host
-                let url = "\(listener.secure ? "https" : "http")://\(host.contains(":") ? "[\(host)]" : host):\(listener.port)"
-                try DaemonEndpoint(url: url, token: token, pid: getpid()).publish(under: lock)
-            }
             try scheduler.start()
             if let peers = configuration.peers {
                 if let group = peers.group { access.setGroup(group) }
@@ -282,6 +285,7 @@ public final class FerryDaemon: Sendable {
         await listener.stop()
         httpConnections.closeAll()
         registry.closeAll()
+        await publisher?.stop()
         lock?.release()
     }
 
