@@ -42,7 +42,7 @@ struct DaemonDiskFullTests {
 
         // Space freed: the endpoint file appears, naming this daemon.
         try disk.grow(to: 256)
-        #expect(try await ReplicatorRoutesTests.eventually(60) { FileManager.default.fileExists(atPath: endpointFile) })
+        #expect(try await eventually(60) { FileManager.default.fileExists(atPath: endpointFile) })
         let endpoint = try #require(DaemonEndpoint.running(data + "/_daemon"))
         #expect(endpoint.url.hasSuffix(":\(daemon.daemon.port)"))
         await daemon.stop()

@@ -54,12 +54,12 @@ struct DiscoveryTests {
         _ = try await b.request("PUT", "/db/from-b", json: #"{"x":2}"#, user: Self.root)
         _ = try await stranger.request("PUT", "/db/from-stranger", json: #"{"x":3}"#, user: Self.root)
 
-        #expect(try await ReplicatorRoutesTests.eventually {
+        #expect(try await eventually {
             let ab = try await Self.has(a, "from-b"), ba = try await Self.has(b, "from-a")
             return ab && ba
         })
         // The stranger is listed on both members with the reason, and never trusted.
-        #expect(try await ReplicatorRoutesTests.eventually {
+        #expect(try await eventually {
             try await Self.peers(a).contains { $0["name"]?.stringValue == "mallory" }
         })
         let listed = try #require(try await Self.peers(a).first { $0["name"]?.stringValue == "mallory" })
@@ -67,7 +67,7 @@ struct DiscoveryTests {
         #expect(listed["reason"]?.stringValue?.contains("wrong group secret") == true)
         // Each member replicates with the other (a member that saw the other before its
         // database existed starts when the new list is announced).
-        #expect(try await ReplicatorRoutesTests.eventually {
+        #expect(try await eventually {
             try await Self.peers(a).first { $0["name"]?.stringValue == "beta" }?["replicating"] == .array(["db"])
         })
         let beta = try #require(try await Self.peers(a).first { $0["name"]?.stringValue == "beta" })
@@ -83,7 +83,7 @@ struct DiscoveryTests {
         }
         // Writes keep flowing between members.
         _ = try await a.request("PUT", "/db/later", json: #"{"x":4}"#, user: Self.root)
-        #expect(try await ReplicatorRoutesTests.eventually { try await Self.has(b, "later") })
+        #expect(try await eventually { try await Self.has(b, "later") })
         let leaked = try await Self.has(stranger, "later")
         #expect(!leaked)
     }
@@ -93,12 +93,12 @@ struct DiscoveryTests {
         let a = try await Self.member("alpha", secret: "s", mdnsPort: port)
         defer { Task { await a.stop() } }
         let b = try await Self.member("beta", secret: "s", mdnsPort: port)
-        #expect(try await ReplicatorRoutesTests.eventually { Self.jobs(a).count == 1 })
+        #expect(try await eventually { Self.jobs(a).count == 1 })
         await b.stop()
         // Gone at its goodbye: within a second between namespaces (Tests/Discovery/check
         // measures it); here the test process is shared with every other suite, so the
         // proof is the reason recorded, not the time.
-        #expect(try await ReplicatorRoutesTests.eventually { Self.jobs(a).isEmpty })
+        #expect(try await eventually { Self.jobs(a).isEmpty })
         let departed = try await a.request("GET", "/_discovery", user: Self.root).object["departed"]?.arrayValue ?? []
         #expect(departed.last?.objectValue?["name"] == .string("beta"))
         #expect(departed.last?.objectValue?["reason"] == .string("goodbye"))
@@ -114,7 +114,7 @@ struct DiscoveryTests {
         defer { Task { await b.stop() } }
         _ = try await a.request("PUT", "/db/from-a", json: #"{"x":1}"#, user: Self.root)
         _ = try await b.request("PUT", "/db/from-b", json: #"{"x":2}"#, user: Self.root)
-        #expect(try await ReplicatorRoutesTests.eventually {
+        #expect(try await eventually {
             let ab = try await Self.has(a, "from-b"), ba = try await Self.has(b, "from-a")
             return ab && ba
         })
@@ -126,7 +126,7 @@ struct DiscoveryTests {
         let c = try await Self.member("gamma", secret: "other", mdnsPort: port, group: nil, advertise: false,
                                       statics: ["ws://127.0.0.1:\(a.daemon.port)"])
         defer { Task { await c.stop() } }
-        #expect(try await ReplicatorRoutesTests.eventually {
+        #expect(try await eventually {
             try await Self.peers(c).first?["reason"]?.stringValue?.contains("401") == true
         })
         let reached = try await Self.has(c, "from-a")

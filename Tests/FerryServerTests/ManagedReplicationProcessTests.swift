@@ -70,16 +70,6 @@ struct ManagedReplicationProcessTests {
     /// One replication of the ten: its ID, database, direction, kind, and whether doc_ids filter it.
     struct Case: Sendable { let id: String; let db: String; let direction: String; let continuous: Bool; let filtered: Bool }
 
-    /// Polls `condition` every 50 ms until it holds or `seconds` pass.
-    static func eventually(_ seconds: Double, _ condition: () async throws -> Bool) async throws -> Bool {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        while ContinuousClock.now < deadline {
-            if try await condition() { return true }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        return try await condition()
-    }
-
     /// Ten replications of every kind; the daemon is SIGKILLed while they run and started
     /// again: all finish, none moves more than one batch it had already moved, and each one's
     /// history shows the restart.
@@ -185,7 +175,7 @@ struct ManagedReplicationProcessTests {
 
         let daemon = try await ServeProcess(["--data", a, "--allow-anonymous"])
         let admin = try Admin(dataDirectory: a)
-        let done = try await Self.eventually(120) {
+        let done = try await eventually(120) {
             for c in cases {
                 let local = try await curl(["-H", "Authorization: Bearer \(admin.token)", "\(admin.base)/\(c.db)"])
                 let remote = try await curl(["\(peer.baseURL)/\(c.db)"])
@@ -255,7 +245,7 @@ struct ManagedReplicationProcessTests {
         }
         // Another database's replication is not touched.
         #expect(try await admin.call("PUT", "/_replicator/y", #"{"database":"y","peer":"\#(peer.wsURL)/y","continuous":true}"#).status == 201)
-        let running = try await Self.eventually(30) {
+        let running = try await eventually(30) {
             let jobs = try await admin.jobs()
             return (1...3).allSatisfy { i in
                 let info = jobs["x-to-\(i)"]?["info"]?.objectValue
@@ -272,7 +262,7 @@ struct ManagedReplicationProcessTests {
         #expect(jobs["y"] != nil)
         // A document written now reaches x4 only.
         #expect(try await curl(["-X", "PUT", "-H", "Authorization: Bearer \(admin.token)", "-d", #"{"late":true}"#, "\(admin.base)/x/late"]).status == 201)
-        #expect(try await Self.eventually(20) { try await curl(["\(peer.baseURL)/x4/late"]).status == 200 })
+        #expect(try await eventually(20) { try await curl(["\(peer.baseURL)/x4/late"]).status == 200 })
         for i in 1...3 { #expect(try await curl(["\(peer.baseURL)/x\(i)/late"]).status == 404) }
         // The file says the same after a restart.
         let ls = try await Self.ferry(["replication", "ls", "--data", a])
@@ -300,7 +290,7 @@ struct ManagedReplicationProcessTests {
         try Self.fill("\(a)/n.ferry", prefix: "a", count: 3)
         let daemon = try await ServeProcess(["--data", a, "--allow-anonymous"])
         defer { Task { await daemon.stop() } }
-        #expect(try await Self.eventually(20) { jsonObject(try await curl(["\(peer.baseURL)/n"]).body)["doc_count"] == 3 })
+        #expect(try await eventually(20) { jsonObject(try await curl(["\(peer.baseURL)/n"]).body)["doc_count"] == 3 })
         // A second daemon on the same data refuses to start, naming the first.
         let second = try await Self.ferry(["serve", "--data", a, "--port", "0", "--allow-anonymous"])
         #expect(second.status != 0)
@@ -322,9 +312,9 @@ struct ManagedReplicationProcessTests {
         #expect(missing.output.contains("404") || missing.output.contains("no replication"), "\(missing.output)")
         // SIGUSR2 and SIGUSR1 switch the mode.
         kill(daemon.process.processIdentifier, SIGUSR2)
-        #expect(try await Self.eventually(5) { try await Self.ferry(["policy", "mode", "--data", a]).output.contains("background") })
+        #expect(try await eventually(5) { try await Self.ferry(["policy", "mode", "--data", a]).output.contains("background") })
         kill(daemon.process.processIdentifier, SIGUSR1)
-        #expect(try await Self.eventually(5) { try await Self.ferry(["policy", "mode", "--data", a]).output.contains("active") })
+        #expect(try await eventually(5) { try await Self.ferry(["policy", "mode", "--data", a]).output.contains("active") })
         #expect(try await Self.ferry(["policy", "mode", "background", "--data", a]).output.contains("background"))
     }
 }

@@ -11,17 +11,6 @@ struct ReplicatorRoutesTests {
     static let writer = DaemonFixture.user("ann", "pw", ["alpha": .writer])
     static let root = ("root", "pw")
 
-    /// Polls `condition` every 20 ms until it holds or `seconds` pass (generous: it only costs
-    /// time when the test fails, and a loaded CI machine can be slow).
-    static func eventually(_ seconds: Double = 60, _ condition: () async throws -> Bool) async throws -> Bool {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        while ContinuousClock.now < deadline {
-            if try await condition() { return true }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        return try await condition()
-    }
-
     static func job(_ f: DaemonFixture, _ id: String) async throws -> [String: JSONValue] {
         try await f.request("GET", "/_scheduler/jobs/\(id)", user: root).object
     }
@@ -136,7 +125,7 @@ struct ReplicatorRoutesTests {
         let id = try #require(c.object["_local_id"]?.stringValue)
         #expect(try await a.request("GET", "/_scheduler/jobs/\(id)", user: Self.root).object["transient"] == true)
         #expect(try await a.request("PUT", "/alpha/late", json: "{}", user: Self.root).status == 201)
-        #expect(try await Self.eventually { try await b.request("GET", "/beta/late").status == 200 })
+        #expect(try await eventually { try await b.request("GET", "/beta/late").status == 200 })
         let cancel = try await a.request("POST", "/_replicate", json: #"{"replication_id":"\#(id)","cancel":true}"#, user: Self.root)
         #expect(cancel.status == 200)
         #expect(try await a.request("GET", "/_scheduler/jobs/\(id)", user: Self.root).status == 404)
@@ -163,7 +152,7 @@ struct ReplicatorRoutesTests {
         let doc = #"{"database":"alpha","peer":"ws://127.0.0.1:\#(b.daemon.port)/beta","continuous":true}"#
         #expect(try await a.request("PUT", "/_replicator/r", json: doc, user: Self.root).status == 201)
         #expect(try await a.request("PUT", "/alpha/one", json: "{}", user: Self.root).status == 201)
-        #expect(try await Self.eventually { try await b.request("GET", "/beta/one").status == 200 })
+        #expect(try await eventually { try await b.request("GET", "/beta/one").status == 200 })
         var job = try await Self.job(a, "r")
         for key in ["id", "doc_id", "database", "source", "target", "state", "start_time", "info", "history", "node"] {
             #expect(job[key] != nil, "job lacks \(key)")
@@ -177,7 +166,7 @@ struct ReplicatorRoutesTests {
         #expect(job["state"] == "paused")
         #expect(try await a.request("PUT", "/alpha/two", json: "{}", user: Self.root).status == 201)
         #expect(try await a.request("POST", "/_replicator/r/_resume", user: Self.root).status == 200)
-        #expect(try await Self.eventually { try await b.request("GET", "/beta/two").status == 200 })
+        #expect(try await eventually { try await b.request("GET", "/beta/two").status == 200 })
         job = try await Self.job(a, "r")
         #expect(Array(Self.history(job).prefix(3)).contains("resumed"))
         #expect(Self.history(job).contains("paused"))
@@ -225,11 +214,11 @@ struct ReplicatorRoutesTests {
         // bound is checked with real processes in Tests/Replications).
         #expect(try await a.request("PUT", "/_replicator/p", json: doc, user: Self.root).status == 201)
         #expect(try await a.request("PUT", "/alpha/first", json: "{}", user: Self.root).status == 201)
-        #expect(try await Self.eventually(120) { try await b.request("GET", "/beta/first").status == 200 })
+        #expect(try await eventually(120) { try await b.request("GET", "/beta/first").status == 200 })
         // Runs again after its period. Under a loaded CI a run may end at its budget, or lose
         // its connection and record `crashed` while it retries inside the run, so a second
         // `started` after a finished run is what shows the period at work.
-        #expect(try await Self.eventually(120) {
+        #expect(try await eventually(120) {
             let events = Self.history(try await Self.job(a, "p"))
             return events.filter { $0 == "started" }.count >= 2 && events.contains { $0 == "completed" || $0 == "budget" }
         })
@@ -242,11 +231,11 @@ struct ReplicatorRoutesTests {
         #expect((finished...(finished + crashed + 1)).contains(events.filter { $0 == "started" }.count), "\(events)")
         #expect(try await a.request("PUT", "/_scheduler/mode", json: #"{"mode":"background"}"#, user: Self.root).object["mode"] == "background")
         // In background mode the next run is an hour away.
-        #expect(try await Self.eventually { try await Self.job(a, "p")["state"] == "pending" })
+        #expect(try await eventually { try await Self.job(a, "p")["state"] == "pending" })
         let runs = Self.history(try await Self.job(a, "p")).filter { $0 == "started" }.count
         #expect(try await a.request("PUT", "/alpha/second", json: "{}", user: Self.root).status == 201)
         #expect(try await a.request("PUT", "/_scheduler/mode", json: #"{"mode":"active"}"#, user: Self.root).status == 200)
-        #expect(try await Self.eventually { try await b.request("GET", "/beta/second").status == 200 })
+        #expect(try await eventually { try await b.request("GET", "/beta/second").status == 200 })
         #expect(Self.history(try await Self.job(a, "p")).filter { $0 == "started" }.count > runs)
         #expect(try await a.request("PUT", "/_scheduler/mode", json: #"{"mode":"idle"}"#, user: Self.root).status == 400)
     }
@@ -261,12 +250,12 @@ struct ReplicatorRoutesTests {
         #expect(try await a.request("PUT", "/alpha/x", json: "{}", user: Self.root).status == 201)
         let peer = "ws://127.0.0.1:\(b.daemon.port)/beta"
         #expect(try await a.request("PUT", "/_replicator/wifi", json: #"{"database":"alpha","peer":"\#(peer)","conditions":{"interfaces":["ferrynone0"]}}"#, user: Self.root).status == 201)
-        #expect(try await Self.eventually { try await Self.job(a, "wifi")["state"] == "pending" })
+        #expect(try await eventually { try await Self.job(a, "wifi")["state"] == "pending" })
         let job = try await Self.job(a, "wifi")
         #expect((job["history"]?.arrayValue?.first?.objectValue?["reason"]?.stringValue ?? "").contains("ferrynone0"))
         #expect(try await b.request("GET", "/beta/x").status == 404)
         #expect(try await a.request("PUT", "/_replicator/lo", json: #"{"database":"alpha","peer":"\#(peer)","conditions":{"interfaces":["lo"],"reachable":true}}"#, user: Self.root).status == 201)
-        #expect(try await Self.eventually { try await Self.job(a, "lo")["state"] == "completed" })
+        #expect(try await eventually { try await Self.job(a, "lo")["state"] == "completed" })
         #expect(try await b.request("GET", "/beta/x").status == 200)
     }
 
@@ -283,9 +272,9 @@ struct ReplicatorRoutesTests {
         #expect(try await b.request("PUT", "/beta/doc", json: #"{"who":"beta"}"#).status == 201)
         let doc = #"{"database":"alpha","peer":"ws://127.0.0.1:\#(b.daemon.port)/beta","direction":"pull","conflicts":"\#(policy)"}"#
         #expect(try await a.request("PUT", "/_replicator/c", json: doc, user: Self.root).status == 201)
-        #expect(try await Self.eventually { try await Self.job(a, "c")["state"] == "completed" })
+        #expect(try await eventually { try await Self.job(a, "c")["state"] == "completed" })
         let db = try #require(a.daemon.registry.database("alpha"))
-        #expect(try await Self.eventually { try db.conflictingRevisions(of: "doc").isEmpty })
+        #expect(try await eventually { try db.conflictingRevisions(of: "doc").isEmpty })
         #expect(try db.document("doc")?["who"] == .string(winner))
     }
 
@@ -303,7 +292,7 @@ struct ReplicatorRoutesTests {
         #expect(try await b.request("PUT", "/beta/doc/big.bin?rev=\(rev2)", body: big, headers: [("Content-Type", "application/octet-stream")]).status == 201)
         let doc = #"{"database":"alpha","peer":"ws://127.0.0.1:\#(b.daemon.port)/beta","direction":"pull","download":[{"minLength":"1MiB","skip":true},{"contentType":"text/*","priority":10}]}"#
         #expect(try await a.request("PUT", "/_replicator/dl", json: doc, user: Self.root).status == 201)
-        #expect(try await Self.eventually { try await Self.job(a, "dl")["state"] == "completed" })
+        #expect(try await eventually { try await Self.job(a, "dl")["state"] == "completed" })
         let db = try #require(a.daemon.registry.database("alpha"))
         let pulled = try #require(try db.document("doc"))
         let atts = Dictionary(uniqueKeysWithValues: try db.attachments(of: pulled).map { ($0.name, $0) })
@@ -327,7 +316,7 @@ struct ReplicatorRoutesTests {
         for i in 0..<2 { #expect(try await a.request("PUT", "/alpha/bad-\(i)", json: #"{"bad":true}"#, user: Self.root).status == 201) }
         let doc = #"{"database":"alpha","peer":"ws://127.0.0.1:\#(b.daemon.port)/beta","direction":"push"}"#
         #expect(try await a.request("PUT", "/_replicator/v", json: doc, user: Self.root).status == 201)
-        #expect(try await Self.eventually { try await Self.job(a, "v")["state"] == "completed" })
+        #expect(try await eventually { try await Self.job(a, "v")["state"] == "completed" })
         let info = try #require(try await Self.job(a, "v")["info"]?.objectValue)
         #expect(info["docs_pushed"] == 4)
         #expect(info["doc_write_failures"] == 2)

@@ -90,3 +90,14 @@ public struct MountFailed: Error {
     /// Its exit status.
     public let status: Int32
 }
+
+/// Polls `condition` every 20 ms until it holds or `seconds` pass; whether it held. For what a
+/// test cannot be told of directly (another process's file, a daemon's background retry).
+public func eventually(_ seconds: Double = 60, _ condition: () async throws -> Bool) async throws -> Bool {
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    return try await condition()
+}

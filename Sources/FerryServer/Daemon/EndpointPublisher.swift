@@ -20,14 +20,11 @@ final class EndpointPublisher: Sendable {
             logger.error("cannot write the endpoint file; serving anyway, and `ferry` commands will find this daemon once it is written (retrying)",
                          metadata: ["error": "\(error)"])
             retry = Task {
-                while !Task.isCancelled {
-                    do { try await Task.sleep(for: Self.retryInterval) } catch { return }
-                    do throws(DaemonEndpoint.Failure) {
-                        try endpoint.publish(under: lock)
+                // The sleep throws once `stop` cancels, which ends the loop.
+                while (try? await Task.sleep(for: Self.retryInterval)) != nil {
+                    if (try? endpoint.publish(under: lock)) != nil {
                         logger.notice("endpoint file written; `ferry` commands find this daemon")
                         return
-                    } catch {
-                        continue
                     }
                 }
             }

@@ -36,6 +36,9 @@ final class WriterBatch: @unchecked Sendable {
     /// What to do once the open transaction has committed (in-memory copies of what it wrote).
     private var onCommit: [() -> Void] = []
 
+    /// The answer for writes whose transaction SQLite rolled back outside our savepoints.
+    static let endedBySQLite = StoreError.sqlite(code: SQLITE_ABORT, message: "the transaction was rolled back")
+
     /// Told nil once what its item wrote has committed, or the error that kept it from committing.
     typealias Answer = @Sendable (StoreError?) -> Void
 
@@ -98,7 +101,7 @@ final class WriterBatch: @unchecked Sendable {
         if open && sqlite3_get_autocommit(conn.handle) != 0 {
             // SQLite ended the transaction outside a savepoint of ours (a failed read on this
             // connection): what the batch wrote went with it.
-            end(held, failure: .sqlite(code: SQLITE_ABORT, message: "the transaction was rolled back"))
+            end(held, failure: Self.endedBySQLite)
         }
         // The first transaction of a batch needs no savepoint: nothing else is in it to keep.
         let first = !open
@@ -151,9 +154,8 @@ final class WriterBatch: @unchecked Sendable {
         }
         guard sqlite3_get_autocommit(conn.handle) == 0 else {
             // Already ended by SQLite (see `savepoint`): nothing of it is left to commit.
-            let failure = StoreError.sqlite(code: SQLITE_ABORT, message: "the transaction was rolled back")
-            end(held, failure: failure)
-            return failure
+            end(held, failure: Self.endedBySQLite)
+            return Self.endedBySQLite
         }
         do throws(StoreError) {
             try commitTransaction(conn, recording: held.pointee.lastSequence != startSequence ? held.pointee.lastSequence : nil)
@@ -198,11 +200,10 @@ final class WriterBatch: @unchecked Sendable {
                 // The rolled-back writes may have changed the indexes; read them again.
                 held.pointee.mangoIndexes = nil
                 if itemWrote { itemLost = failure }
-                onCommit.removeAll()
             } else {
                 for update in onCommit { update() }
-                onCommit.removeAll()
             }
+            onCommit.removeAll()
             if caughtUp || held.pointee.lastSequence != startSequence {
                 published = max(published ?? 0, held.pointee.lastSequence)
             }
