@@ -29,11 +29,16 @@ public final class EventLoop: @unchecked Sendable {
     private let epfd: Int32
     private let wakeFD: Int32
     private let pending = Mutex<PendingTasks>(PendingTasks())
+    // `@exclusivity(unchecked)` on the loop-thread state below (registrations, timers, the
+    // flags read on every write): Swift's dynamic exclusivity checks cost a runtime call per
+    // access, per event. Safe: only the loop's own thread touches them, and no access stays
+    // open across a callback (a registration is copied out before its `readable()` runs; due
+    // timers and deferred flushes are taken out before they run).
     /// Registered descriptors, indexed by fd (descriptors are small integers the kernel
     /// reuses): a lookup per event is an array index, not a hash.
-    private var registrations = Registrations()
-    private var timers = TimerQueue()
-    private var threadID: pthread_t?
+    @exclusivity(unchecked) private var registrations = Registrations()
+    @exclusivity(unchecked) private var timers = TimerQueue()
+    @exclusivity(unchecked) private var threadID: pthread_t?
     private let stopped = Mutex<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
     /// A receive buffer shared by every connection of this loop: reads land here and
@@ -51,7 +56,7 @@ public final class EventLoop: @unchecked Sendable {
     /// A label for logs.
     public let name: String
     /// Turns of the loop so far (epoll_wait returns); lets tests prove the loop is not spinning.
-    private(set) var turns = 0
+    @exclusivity(unchecked) private(set) var turns = 0
 
     private struct PendingTasks {
         var tasks: [Task] = []
@@ -286,9 +291,9 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     /// True while a batch of tasks runs: connections written to then flush once at its end.
-    private(set) var runningTasks = false
+    @exclusivity(unchecked) private(set) var runningTasks = false
     /// Connections that queued bytes during the current batch of tasks.
-    private var deferredFlushes: [TCPConnection] = []
+    @exclusivity(unchecked) private var deferredFlushes: [TCPConnection] = []
 
     /// Has `connection` flushed when the current batch of tasks ends: replies handed to the
     /// loop one task each (e.g. from a storage thread) then leave in one `writev`, not one

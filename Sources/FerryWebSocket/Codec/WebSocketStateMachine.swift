@@ -47,36 +47,43 @@ public final class WebSocketStateMachine {
     public let configuration: WebSocketConfiguration
     /// permessage-deflate as negotiated in the handshake; nil when not in use.
     public let deflate: PerMessageDeflateAgreement?
+    // `@exclusivity(unchecked)` on the per-frame state below: Swift's dynamic exclusivity checks
+    // (a runtime call per access to a class's stored property) were the largest user-space
+    // item of a small-message echo after the system calls. Safe: a state machine is used by one
+    // thread at a time (its owner's), and none of these is borrowed across a call to `handle`
+    // or `output` (`headerBuffer` only around the pure header parser). The buffers that are
+    // borrowed across those calls (`messageBuffer`, `controlBuffer`, `scratch`, `maskPool`) keep
+    // the check. The debug test suite ran with all checks on before they were turned off.
     /// Receives every byte to send, in order.
-    public var output: (UnsafeRawBufferPointer) -> Void
+    @exclusivity(unchecked) public var output: (UnsafeRawBufferPointer) -> Void
     /// Where the close handshake stands.
-    public private(set) var closeState = CloseState.open
+    @exclusivity(unchecked) public private(set) var closeState = CloseState.open
     /// The close code and reason we sent, once we have.
-    public private(set) var sentClose: (code: CloseCode?, reason: String)?
+    @exclusivity(unchecked) public private(set) var sentClose: (code: CloseCode?, reason: String)?
 
     private enum ReadState {
         case header
         case payload(FrameHeader, remaining: Int, phase: Int)
     }
-    private var readState = ReadState.header
-    private var headerBuffer: [UInt8] = []
+    @exclusivity(unchecked) private var readState = ReadState.header
+    @exclusivity(unchecked) private var headerBuffer: [UInt8] = []
     private var controlBuffer: [UInt8] = []
     /// The data message being assembled (fragmented, or a frame split across reads).
     private var messageBuffer: [UInt8] = []
-    private var messageKind: MessageKind?
-    private var messageFragmented = false
-    private var messageSize = 0
-    private var utf8 = UTF8Validator()
+    @exclusivity(unchecked) private var messageKind: MessageKind?
+    @exclusivity(unchecked) private var messageFragmented = false
+    @exclusivity(unchecked) private var messageSize = 0
+    @exclusivity(unchecked) private var utf8 = UTF8Validator()
     private var scratch: [UInt8] = []
     private var maskPool: [UInt8] = []
-    private var maskPoolIndex = 0
-    private var sendingFragmented = false
+    @exclusivity(unchecked) private var maskPoolIndex = 0
+    @exclusivity(unchecked) private var sendingFragmented = false
     /// RSV1 (4) when permessage-deflate is negotiated, else 0.
     private let allowedRSV: UInt8
     /// The message being received is compressed (its first frame had RSV1).
-    private var messageCompressed = false
+    @exclusivity(unchecked) private var messageCompressed = false
     /// The fragmented message being sent is compressed.
-    private var sendingCompressed = false
+    @exclusivity(unchecked) private var sendingCompressed = false
     private let deflater: MessageDeflater?
     /// Internal for the decompression-bomb test.
     let inflater: MessageInflater?

@@ -23,15 +23,17 @@ public final class WebSocketConnection: ConnectionHandler, @unchecked Sendable {
     public let peerCertificate: TLSCertificate?
     /// permessage-deflate as negotiated in the handshake; nil when not in use.
     public var permessageDeflate: PerMessageDeflateAgreement? { machine.deflate }
+    // `@exclusivity(unchecked)` on `handler`, `lastActivity` and `finished`, read on every
+    // message: loop-confined (see above), and never borrowed across a call.
     /// The receiver of events.
-    public var handler: WebSocketHandler?
+    @exclusivity(unchecked) public var handler: WebSocketHandler?
     private let machine: WebSocketStateMachine
     private let configuration: WebSocketConfiguration
     private var closeTimer: TimerHandle?
     private var pingTimer: TimerHandle?
     private var pongDeadline: TimerHandle?
-    private var lastActivity: UInt64 = 0
-    private var finished = false
+    @exclusivity(unchecked) private var lastActivity: UInt64 = 0
+    @exclusivity(unchecked) private var finished = false
     private var pendingPings: [(payload: [UInt8], done: (WebSocketError?) -> Void)] = []
     private var receivedClose: (CloseCode, String)?
     private var failure: WebSocketError?
