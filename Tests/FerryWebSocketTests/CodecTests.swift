@@ -81,6 +81,26 @@ import Testing
         #expect(r.out == [0x8A, 0x02, 1, 2])
     }
 
+    /// A one-frame message split across reads is unmasked straight into the message buffer
+    /// (`directFill`): the payload must come out exact at any cut, key phase and kind, text must
+    /// still be validated across the cuts, and the next message must start clean.
+    @Test(arguments: [1, 3, 4, 5, 64, 4095])
+    func aMaskedFrameSplitAcrossReadsArrivesExact(chunk: Int) {
+        let r = Recorder()
+        let binary = (0..<10_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+        let text = Array(String(repeating: "wörld κόσμε 😀 ", count: 300).utf8)
+        r.feed(Self.masked(.binary, binary) + Self.masked(.text, text) + Self.masked(.binary, [1, 2, 3]), chunk: chunk)
+        #expect(r.events == ["message", "message", "message"])
+        let exact = r.messages.map(\.1) == [binary, text, [1, 2, 3]]   // a Bool: a mismatch would print 30 KB
+        #expect(exact)
+        #expect(r.messages.map(\.0) == [.binary, .text, .binary])
+
+        let bad = Recorder()
+        bad.feed(Self.masked(.text, Array(repeating: 0x61, count: 5000) + [0xED, 0xA0, 0x80] + Array(repeating: 0x61, count: 100)),
+                 chunk: chunk)
+        #expect(bad.events == ["failed 1007"])
+    }
+
     @Test func closeIsEchoedWithTheSameCode() {
         let r = Recorder()
         r.feed(Self.masked(.close, FrameEncoder.closePayload(code: CloseCode(4001), reason: "done")))

@@ -6,8 +6,25 @@ public enum Masking {
     @discardableResult
     public static func apply(key: (UInt8, UInt8, UInt8, UInt8), to bytes: UnsafeMutableRawBufferPointer, phase: Int = 0) -> Int {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return phase }
-        var k = [key.0, key.1, key.2, key.3]
-        return Int(ferry_mask(base.assumingMemoryBound(to: UInt8.self), bytes.count, &k, phase))
+        var k = key
+        return withUnsafeBytes(of: &k) { kb in
+            Int(ferry_mask(base.assumingMemoryBound(to: UInt8.self), bytes.count,
+                           kb.baseAddress!.assumingMemoryBound(to: UInt8.self), phase))
+        }
+    }
+
+    /// Writes `source` XORed with `key` (from key phase `phase`) to `destination`, which must
+    /// hold `source.count` bytes and not overlap it: unmasking and copying in one pass over the
+    /// bytes. Returns the next phase.
+    @discardableResult
+    public static func copy(key: (UInt8, UInt8, UInt8, UInt8), from source: UnsafeRawBufferPointer,
+                            to destination: UnsafeMutableRawPointer, phase: Int = 0) -> Int {
+        guard let src = source.baseAddress, source.count > 0 else { return phase }
+        var k = key
+        return withUnsafeBytes(of: &k) { kb in
+            Int(ferry_mask_copy(destination.assumingMemoryBound(to: UInt8.self), src.assumingMemoryBound(to: UInt8.self),
+                                source.count, kb.baseAddress!.assumingMemoryBound(to: UInt8.self), phase))
+        }
     }
 
     /// XORs an array in place with `key`.

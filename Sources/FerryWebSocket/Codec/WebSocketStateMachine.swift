@@ -70,6 +70,9 @@ public final class WebSocketStateMachine {
     private var controlBuffer: [UInt8] = []
     /// The data message being assembled (fragmented, or a frame split across reads).
     private var messageBuffer: [UInt8] = []
+    /// Bytes of `messageBuffer` written so far when it was sized up front for a whole masked,
+    /// unfragmented frame split across reads (its payload is unmasked straight into it), else nil.
+    @exclusivity(unchecked) private var directFill: Int?
     @exclusivity(unchecked) private var messageKind: MessageKind?
     @exclusivity(unchecked) private var messageFragmented = false
     @exclusivity(unchecked) private var messageSize = 0
@@ -165,16 +168,34 @@ public final class WebSocketStateMachine {
                     completeFrame(header, UnsafeRawBufferPointer(payload), handle)
                 } else {
                     // One allocation for the whole payload instead of doubling as reads arrive.
-                    if !header.opcode.isControl && !messageCompressed { messageBuffer.reserveCapacity(messageBuffer.count + len) }
+                    // A masked message in one frame gets the buffer at its full size, and each
+                    // piece is unmasked into it as it is copied: one pass over the bytes, not an
+                    // in-place unmask and then a copy (the payload is within the size limits
+                    // `beginFrame` checked).
+                    if header.opcode != .continuation && header.fin && !header.opcode.isControl && !messageCompressed
+                        && header.maskKey != nil && messageBuffer.isEmpty && len > 0 {
+                        messageBuffer = [UInt8](unsafeUninitializedCapacity: len) { _, count in count = len }
+                        directFill = 0
+                    } else if !header.opcode.isControl && !messageCompressed {
+                        messageBuffer.reserveCapacity(messageBuffer.count + len)
+                    }
                     readState = .payload(header, remaining: len, phase: 0)
                 }
             case .payload(let header, let remaining, let phase):
                 let take = min(remaining, n - p)
                 let chunk = UnsafeMutableRawBufferPointer(start: base + p, count: take)
                 var nextPhase = phase
-                if let k = header.maskKey { nextPhase = Masking.apply(key: k, to: chunk, phase: phase) }
-                p += take
-                if let error = absorbPartial(header, UnsafeRawBufferPointer(chunk)) { fail(error, handle); return }
+                if let fill = directFill, let k = header.maskKey {
+                    p += take
+                    if let error = absorbUnmasking(UnsafeRawBufferPointer(chunk), key: k, phase: phase, at: fill) {
+                        fail(error, handle); return
+                    }
+                    nextPhase = (phase + take) & 3
+                } else {
+                    if let k = header.maskKey { nextPhase = Masking.apply(key: k, to: chunk, phase: phase) }
+                    p += take
+                    if let error = absorbPartial(header, UnsafeRawBufferPointer(chunk)) { fail(error, handle); return }
+                }
                 if take == remaining {
                     readState = .header
                     completeBufferedFrame(header, handle)
@@ -217,6 +238,19 @@ public final class WebSocketStateMachine {
         if messageKind == .text && !utf8.validate(chunk) { return .invalidUTF8 }
         messageBuffer.append(contentsOf: chunk)
         return nil
+    }
+
+    /// Unmasks part of a one-frame message's payload into `messageBuffer` at `offset` (see
+    /// `directFill`), validating text as it goes.
+    private func absorbUnmasking(_ chunk: UnsafeRawBufferPointer, key: (UInt8, UInt8, UInt8, UInt8), phase: Int,
+                                 at offset: Int) -> WebSocketError? {
+        let valid = messageBuffer.withUnsafeMutableBytes { dst -> Bool in
+            let target = dst.baseAddress! + offset
+            Masking.copy(key: key, from: chunk, to: target, phase: phase)
+            return messageKind != .text || utf8.validate(UnsafeRawBufferPointer(start: target, count: chunk.count))
+        }
+        directFill = offset + chunk.count
+        return valid ? nil : .invalidUTF8
     }
 
     private func completeBufferedFrame(_ h: FrameHeader, _ handle: (WebSocketEvent) -> Void) {
@@ -285,6 +319,7 @@ public final class WebSocketStateMachine {
         if messageCompressed { finishCompressedMessage(kind, handle); return }
         if kind == .text && !utf8.isComplete { fail(.invalidUTF8, handle); return }
         messageKind = nil
+        directFill = nil
         messageBuffer.withUnsafeBytes { handle(.message(kind, $0)) }
         // Keep a modest buffer for the next message; give large ones back.
         messageBuffer.removeAll(keepingCapacity: messageBuffer.capacity <= 64 * 1024)
@@ -335,6 +370,7 @@ public final class WebSocketStateMachine {
         closeState = .closed
         readState = .header
         messageBuffer = []
+        directFill = nil
         handle(.failed(error))
     }
 
