@@ -46,12 +46,31 @@ int ferry_random_bytes(void *buf, size_t len) {
     return 0;
 }
 
+/// 16 bytes XORed at once (SSE2 on x86-64, NEON on arm64): the compiler did not vectorise the
+/// eight-byte loop by itself (dst may equal src), and masking ran at a third of memcpy's speed.
+typedef uint8_t ferry_v16 __attribute__((vector_size(16)));
+
 size_t ferry_mask_copy(uint8_t *dst, const uint8_t *src, size_t len, const uint8_t key[4], size_t phase) {
     size_t i = 0;
-    // Align the key phase to 0 byte by byte, then go eight bytes at a time (auto-vectorised).
+    // Align the key phase to 0 byte by byte; from there every block starts on key[0].
     while (i < len && (phase & 3) != 0) { dst[i] = src[i] ^ key[phase & 3]; i++; phase++; }
-    uint8_t k8[8] = {key[0], key[1], key[2], key[3], key[0], key[1], key[2], key[3]};
-    uint64_t kw; memcpy(&kw, k8, 8);
+    uint8_t k16[16];
+    for (int j = 0; j < 16; j++) k16[j] = key[j & 3];
+    ferry_v16 kv; memcpy(&kv, k16, 16);
+    // Unaligned loads and stores through memcpy; each block is loaded before it is stored, so
+    // dst == src (unmasking in place) is fine.
+    for (; i + 64 <= len; i += 64) {
+        ferry_v16 a, b, c, d;
+        memcpy(&a, src + i, 16); memcpy(&b, src + i + 16, 16);
+        memcpy(&c, src + i + 32, 16); memcpy(&d, src + i + 48, 16);
+        a ^= kv; b ^= kv; c ^= kv; d ^= kv;
+        memcpy(dst + i, &a, 16); memcpy(dst + i + 16, &b, 16);
+        memcpy(dst + i + 32, &c, 16); memcpy(dst + i + 48, &d, 16);
+    }
+    for (; i + 16 <= len; i += 16) {
+        ferry_v16 a; memcpy(&a, src + i, 16); a ^= kv; memcpy(dst + i, &a, 16);
+    }
+    uint64_t kw; memcpy(&kw, k16, 8);
     for (; i + 8 <= len; i += 8) {
         uint64_t w; memcpy(&w, src + i, 8); w ^= kw; memcpy(dst + i, &w, 8);
     }

@@ -170,3 +170,30 @@ import Testing
         #expect(r.events == ["close 1000"])
     }
 }
+
+/// The vectorised masking against the definition (RFC 6455 §5.3: byte i XOR key[i mod 4]), for
+/// every starting phase and lengths around each block size, in place and copying.
+@Suite struct MaskingTests {
+    static func reference(_ bytes: [UInt8], key: [UInt8], phase: Int) -> [UInt8] {
+        bytes.enumerated().map { $0.element ^ key[($0.offset + phase) & 3] }
+    }
+
+    @Test(arguments: [0, 1, 2, 3])
+    func masksLikeTheDefinitionAtEveryPhaseAndLength(phase: Int) {
+        let key: (UInt8, UInt8, UInt8, UInt8) = (0x9A, 0x01, 0xF0, 0x5C)
+        let keyBytes = [key.0, key.1, key.2, key.3]
+        for length in Array(0...80) + [127, 128, 129, 1000, 4099] {
+            let source = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 73 &+ 11) }
+            let want = Self.reference(source, key: keyBytes, phase: phase)
+            var inPlace = source
+            let next = inPlace.withUnsafeMutableBytes { Masking.apply(key: key, to: $0, phase: phase) }
+            var copied = [UInt8](repeating: 0, count: length)
+            let nextCopy = copied.withUnsafeMutableBytes { dst in
+                source.withUnsafeBytes { Masking.copy(key: key, from: $0, to: dst.baseAddress ?? UnsafeMutableRawPointer(bitPattern: 1)!, phase: phase) }
+            }
+            #expect(inPlace == want, "in place, length \(length)")
+            #expect(copied == want, "copy, length \(length)")
+            #expect(length == 0 || (next == (phase + length) & 3 && nextCopy == next), "next phase, length \(length)")
+        }
+    }
+}
