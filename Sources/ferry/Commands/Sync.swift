@@ -4,6 +4,7 @@ import FerryStore
 import FerrySync
 import FoundationEssentials
 import Glibc
+import Synchronization
 
 /// `ferry sync`: one replication with a peer, with a live progress line and a summary.
 struct Sync: AsyncParsableCommand {
@@ -147,10 +148,11 @@ struct Sync: AsyncParsableCommand {
 
         let terminal = isatty(STDERR_FILENO) != 0
         let bar = ProgressBar.wanted() ? ProgressBar() : nil
-        let events = replicator.documentEvents()
-        let tally = Task { () -> Tally in
-            var t = Tally()
-            for await e in events {
+        // Counted as each event happens, on the replicator's thread: a stream's consumer task
+        // woke for every document, ~9 % of a push's CPU in this process.
+        let tally = Mutex(Tally())
+        replicator.addDocumentListener { e in
+            let line: String? = tally.withLock { t in
                 switch e.kind {
                 case .pushed: t.counts["pushed", default: 0] += 1
                 case .pulled: t.counts["pulled", default: 0] += 1
@@ -158,11 +160,11 @@ struct Sync: AsyncParsableCommand {
                 case .failed(let error):
                     t.counts["errors", default: 0] += 1
                     if !t.failed.contains(e.documentID) { t.failed.append(e.documentID) }
-                    let line = "ferry: \(e.documentID) failed: \(Self.describe(documentError: error))"
-                    if let bar { bar.printAbove(line) } else { warn(line) }
+                    return "ferry: \(e.documentID) failed: \(Self.describe(documentError: error))"
                 }
+                return nil
             }
-            return t
+            if let line { if let bar { bar.printAbove(line) } else { warn(line) } }
         }
         if let bar {
             let work = push ? "pushing" : pull ? "pulling" : "syncing"
@@ -177,7 +179,7 @@ struct Sync: AsyncParsableCommand {
         let error = await replicator.waitUntilStopped()
         stop?.cancel()
         await bar?.stop()
-        let seen = await tally.value
+        let seen = tally.withLock { $0 }
         db.close()
         try finish(seen, error: error, terminal: terminal)
     }
