@@ -172,7 +172,7 @@ public final class WebSocketStateMachine {
                     // piece is unmasked into it as it is copied: one pass over the bytes, not an
                     // in-place unmask and then a copy (the payload is within the size limits
                     // `beginFrame` checked).
-                    if header.opcode != .continuation && header.fin && !header.opcode.isControl && !messageCompressed
+                    if (header.opcode == .text || header.opcode == .binary) && header.fin && !messageCompressed
                         && header.maskKey != nil && messageBuffer.isEmpty && len > 0 {
                         messageBuffer = [UInt8](unsafeUninitializedCapacity: len) { _, count in count = len }
                         directFill = 0
@@ -187,8 +187,8 @@ public final class WebSocketStateMachine {
                 var nextPhase = phase
                 if let fill = directFill, let k = header.maskKey {
                     p += take
-                    if let error = absorbUnmasking(UnsafeRawBufferPointer(chunk), key: k, phase: phase, at: fill) {
-                        fail(error, handle); return
+                    guard absorbUnmasking(UnsafeRawBufferPointer(chunk), key: k, phase: phase, at: fill) else {
+                        fail(.invalidUTF8, handle); return
                     }
                     nextPhase = (phase + take) & 3
                 } else {
@@ -241,16 +241,16 @@ public final class WebSocketStateMachine {
     }
 
     /// Unmasks part of a one-frame message's payload into `messageBuffer` at `offset` (see
-    /// `directFill`), validating text as it goes.
+    /// `directFill`); false if it is text that is not UTF-8 so far.
     private func absorbUnmasking(_ chunk: UnsafeRawBufferPointer, key: (UInt8, UInt8, UInt8, UInt8), phase: Int,
-                                 at offset: Int) -> WebSocketError? {
-        let valid = messageBuffer.withUnsafeMutableBytes { dst -> Bool in
-            let target = dst.baseAddress! + offset
-            Masking.copy(key: key, from: chunk, to: target, phase: phase)
-            return messageKind != .text || utf8.validate(UnsafeRawBufferPointer(start: target, count: chunk.count))
-        }
+                                 at offset: Int) -> Bool {
         directFill = offset + chunk.count
-        return valid ? nil : .invalidUTF8
+        return messageBuffer.withUnsafeMutableBytes { dst -> Bool in
+            // The buffer was sized for the whole payload, of which `chunk` is the next part.
+            guard let base = dst.baseAddress, offset + chunk.count <= dst.count else { return false }
+            Masking.copy(key: key, from: chunk, to: base + offset, phase: phase)
+            return messageKind != .text || utf8.validate(UnsafeRawBufferPointer(start: base + offset, count: chunk.count))
+        }
     }
 
     private func completeBufferedFrame(_ h: FrameHeader, _ handle: (WebSocketEvent) -> Void) {
