@@ -78,10 +78,6 @@ size_t ferry_mask_copy(uint8_t *dst, const uint8_t *src, size_t len, const uint8
     return phase & 3;
 }
 
-size_t ferry_mask(uint8_t *buf, size_t len, const uint8_t key[4], size_t phase) {
-    return ferry_mask_copy(buf, buf, len, key, phase);
-}
-
 void ferry_advise_huge_pages(void *p, size_t len) {
 #ifdef MADV_HUGEPAGE
     const uintptr_t huge = 2u << 20;

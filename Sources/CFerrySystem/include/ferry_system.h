@@ -24,11 +24,9 @@ int ferry_eventfd(void);
 /// Fills `buf` with `len` bytes from the kernel CSPRNG (getrandom). Returns 0 or -1.
 int ferry_random_bytes(void *buf, size_t len);
 
-/// XORs `len` bytes at `buf` with the 4-byte WebSocket masking key, starting at key phase
-/// `phase` (0...3), eight bytes at a time. Returns the phase after the last byte.
-size_t ferry_mask(uint8_t *buf, size_t len, const uint8_t key[4], size_t phase);
-
-/// Same as ferry_mask but reads `src` and writes `dst` (which may not overlap unless equal).
+/// Writes `len` bytes of `src` XORed with the 4-byte WebSocket masking key, starting at key
+/// phase `phase` (0...3), to `dst` (either `src` itself, to unmask in place, or apart from it),
+/// 16 bytes at a time. Returns the phase after the last byte.
 size_t ferry_mask_copy(uint8_t *dst, const uint8_t *src, size_t len, const uint8_t key[4], size_t phase);
 
 /// Advances the running zlib-compatible CRC-32 `*crc` over `buf` when it can do so quickly

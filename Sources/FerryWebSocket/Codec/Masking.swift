@@ -5,17 +5,13 @@ public enum Masking {
     /// XORs `bytes` in place with `key`, starting at key phase `phase`; returns the next phase.
     @discardableResult
     public static func apply(key: (UInt8, UInt8, UInt8, UInt8), to bytes: UnsafeMutableRawBufferPointer, phase: Int = 0) -> Int {
-        guard let base = bytes.baseAddress, bytes.count > 0 else { return phase }
-        var k = key
-        return withUnsafeBytes(of: &k) { kb in
-            Int(ferry_mask(base.assumingMemoryBound(to: UInt8.self), bytes.count,
-                           kb.baseAddress!.assumingMemoryBound(to: UInt8.self), phase))
-        }
+        guard let base = bytes.baseAddress else { return phase }
+        return copy(key: key, from: UnsafeRawBufferPointer(bytes), to: base, phase: phase)
     }
 
     /// Writes `source` XORed with `key` (from key phase `phase`) to `destination`, which must
-    /// hold `source.count` bytes and not overlap it: unmasking and copying in one pass over the
-    /// bytes. Returns the next phase.
+    /// hold `source.count` bytes and be either `source` itself or apart from it: unmasking and
+    /// copying in one pass over the bytes. Returns the next phase.
     @discardableResult
     public static func copy(key: (UInt8, UInt8, UInt8, UInt8), from source: UnsafeRawBufferPointer,
                             to destination: UnsafeMutableRawPointer, phase: Int = 0) -> Int {
