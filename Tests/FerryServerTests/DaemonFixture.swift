@@ -12,8 +12,6 @@ import Glibc
 /// A daemon on a temporary data directory, port 0, with the given users and anonymous policy.
 final class DaemonFixture: Sendable {
     let dir = TempDir()
-    /// The data directory served (`data` in `dir` unless given).
-    let data: String
     let daemon: FerryDaemon
 
     init(users: [UserRecord] = [], allowAnonymous: Bool = false, anonymousRole: Role = .writer,
@@ -24,8 +22,8 @@ final class DaemonFixture: Sendable {
         policy.allowAnonymous = allowAnonymous
         policy.anonymousRole = anonymousRole
         policy.failureLimits = failureLimits
+        // The data directory served: `data` in `dir` unless given.
         let data = data ?? dir.path("data")
-        self.data = data
         let store = UserStore(dataDirectory: data)
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
         if !users.isEmpty || !FileManager.default.fileExists(atPath: data + "/_users.json") {

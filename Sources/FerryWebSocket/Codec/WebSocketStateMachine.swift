@@ -185,15 +185,14 @@ public final class WebSocketStateMachine {
                 let take = min(remaining, n - p)
                 let chunk = UnsafeMutableRawBufferPointer(start: base + p, count: take)
                 var nextPhase = phase
+                p += take
                 if let fill = directFill, let k = header.maskKey {
-                    p += take
                     guard absorbUnmasking(UnsafeRawBufferPointer(chunk), key: k, phase: phase, at: fill) else {
                         fail(.invalidUTF8, handle); return
                     }
                     nextPhase = (phase + take) & 3
                 } else {
                     if let k = header.maskKey { nextPhase = Masking.apply(key: k, to: chunk, phase: phase) }
-                    p += take
                     if let error = absorbPartial(header, UnsafeRawBufferPointer(chunk)) { fail(error, handle); return }
                 }
                 if take == remaining {
