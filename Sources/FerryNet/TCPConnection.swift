@@ -281,7 +281,9 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
         inRead = true
         var reads = 0
         while !isClosed && !readingPaused {
-            let n = Glibc.read(fd, buf.baseAddress, buf.count)
+            // recv, not read: a socket read through the VFS pays its file-permission and
+            // fsnotify hooks on every call, which is measurable at one read per small message.
+            let n = Glibc.recv(fd, buf.baseAddress, buf.count, 0)
             if n > 0 {
                 if tls != nil {
                     receiveTLS(UnsafeRawBufferPointer(start: buf.baseAddress, count: n))
