@@ -2,12 +2,14 @@
 # Builds the libFuzzer targets and runs each for SECONDS (default 30) from the committed seeds,
 # as many at once as there are cores (FERRY_FUZZ_JOBS to change it; each fuzzer is one thread).
 # Usage: Fuzz/run-fuzzers.sh [SECONDS]    — exits non-zero on any crash, leak or sanitizer report.
+#        Fuzz/run-fuzzers.sh --build      — only builds them (scripts/test does, early, in the background).
 set -euo pipefail
 cd "$(dirname "$0")"
-secs=${1:-30}
-jobs=${FERRY_FUZZ_JOBS:-$(nproc)}
 flags=(-c release -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld)
 swift build "${flags[@]}"
+[ "${1:-}" != --build ] || exit 0
+secs=${1:-30}
+jobs=${FERRY_FUZZ_JOBS:-$(nproc)}
 bin=$(swift build "${flags[@]}" --show-bin-path)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
