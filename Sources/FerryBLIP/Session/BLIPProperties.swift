@@ -65,16 +65,19 @@ public struct BLIPProperties: Sendable, Equatable, Sequence, ExpressibleByDictio
         guard bytes[bytes.count - 1] == 0 else { throw .protocolError("properties not NUL-terminated") }
         // Pairs are built as the NULs are found, with no intermediate array of strings: this runs
         // once per message received.
+        // Checked by our own validator (a bad byte is an error, not a replacement character),
+        // once for the block: a NUL is never part of a multi-byte sequence, so the strings
+        // between NULs are valid when the block is. Each is then built by `String(decoding:)`'s
+        // specialized path: `String(validating:as:)` instantiated generic metadata on every call.
+        guard UTF8Validator.isValid(bytes) else { throw .protocolError("properties not UTF-8") }
         var props = BLIPProperties()
+        // Room for a usual message's handful of pairs at once, not grown one by one.
+        props.pairs.reserveCapacity(Swift.min(8, bytes.count / 2))
         var key: String?
         var start = 0
         var seen: Set<String>?
         for i in 0..<bytes.count where bytes[i] == 0 {
             let slice = UnsafeRawBufferPointer(rebasing: bytes[start..<i])
-            // Checked by our own validator (a bad byte is an error, not a replacement character),
-            // then built by `String(decoding:)`'s specialized path: `String(validating:as:)`
-            // instantiated generic metadata on every call.
-            guard UTF8Validator.isValid(slice) else { throw .protocolError("properties not UTF-8") }
             let s = String(decoding: slice.assumingMemoryBound(to: UInt8.self), as: UTF8.self)
             start = i + 1
             guard let k = key else { key = s; continue }
