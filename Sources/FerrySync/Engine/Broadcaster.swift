@@ -10,15 +10,22 @@ final class Broadcaster<Value: Sendable>: Sendable {
         var nextID = 0
     }
     private let state = Mutex(State())
+    /// Streams and callbacks subscribed now, readable without the lock: a sender with nothing
+    /// to fan out to can skip building the value (one per document of a bulk transfer).
+    private let subscribers = Atomic<Int>(0)
+
+    /// Whether no stream or callback is subscribed (a value sent now would reach nobody).
+    var isEmpty: Bool { subscribers.load(ordering: .relaxed) == 0 }
 
     func stream() -> AsyncStream<Value> {
         let (stream, continuation) = AsyncStream<Value>.makeStream(bufferingPolicy: .unbounded)
         let id = state.withLock { s in
             s.nextID += 1
             s.streams[s.nextID] = continuation
+            subscribers.add(1, ordering: .relaxed)
             return s.nextID
         }
-        continuation.onTermination = { [weak self] _ in self?.state.withLock { _ = $0.streams.removeValue(forKey: id) } }
+        continuation.onTermination = { [weak self] _ in self?.remove(stream: id) }
         return stream
     }
 
@@ -27,11 +34,22 @@ final class Broadcaster<Value: Sendable>: Sendable {
         state.withLock { s in
             s.nextID += 1
             s.callbacks[s.nextID] = callback
+            subscribers.add(1, ordering: .relaxed)
             return s.nextID
         }
     }
 
-    func removeCallback(_ id: Int) { state.withLock { _ = $0.callbacks.removeValue(forKey: id) } }
+    func removeCallback(_ id: Int) {
+        state.withLock { s in
+            if s.callbacks.removeValue(forKey: id) != nil { subscribers.subtract(1, ordering: .relaxed) }
+        }
+    }
+
+    private func remove(stream id: Int) {
+        state.withLock { s in
+            if s.streams.removeValue(forKey: id) != nil { subscribers.subtract(1, ordering: .relaxed) }
+        }
+    }
 
     func send(_ value: Value) {
         let (streams, callbacks) = state.withLock { ($0.streams.values, $0.callbacks.values) }
@@ -42,6 +60,7 @@ final class Broadcaster<Value: Sendable>: Sendable {
     func endStreams() {
         let streams = state.withLock { s in
             defer { s.streams = [:] }
+            subscribers.subtract(s.streams.count, ordering: .relaxed)
             return s.streams.values
         }
         for c in streams { c.finish() }

@@ -244,13 +244,19 @@ final class PullLedger: Sendable {
 /// The listed entries of a pull in the order the peer listed them, and the checkpoint they
 /// give: the sequence of the last entry before which every entry is done.
 struct SequenceWindow: Sendable {
-    private var window: [(key: String, sequence: JSONValue, done: Bool)] = []
+    private var window: [(key: Key, sequence: JSONValue, done: Bool)] = []
     private var start = 0
-    private var index: [String: Int] = [:]
+    private var index: [Key: Int] = [:]
     /// The last sequence up to which everything is done.
     private(set) var checkpoint: JSONValue?
 
-    private static func key(_ documentID: String, _ revisionID: String) -> String { documentID + "\u{0}" + revisionID }
+    /// An entry's IDs as they are: joining them into one string cost an allocation per entry.
+    private struct Key: Hashable {
+        let documentID: String
+        let revisionID: String
+    }
+
+    private static func key(_ documentID: String, _ revisionID: String) -> Key { Key(documentID: documentID, revisionID: revisionID) }
 
     /// Whether entries are still waiting.
     var isEmpty: Bool { start == window.count }

@@ -180,8 +180,10 @@ final class Puller: Sendable {
             case .success(let outcome):
                 if !request.message.isNoReply { request.respond() }
                 downloads?.enqueue(deferred)
-                reporter.event(DocumentEvent(direction: .pull, documentID: revision.documentID, revisionID: rev,
-                                             isDeleted: revision.isDeleted, kind: .pulled))
+                reporter.events(.pulled, count: 1) { _ in
+                    DocumentEvent(direction: .pull, documentID: revision.documentID, revisionID: rev, isDeleted: revision.isDeleted,
+                                  kind: .pulled)
+                }
                 if let local = outcome.conflictedWith { resolve(revision.documentID, local: local, remote: rev, outcome: outcome) }
             case .failure(let error) where error.isTransient:
                 // Disk full, I/O: the revision must come again. Its transaction stored nothing

@@ -332,7 +332,7 @@ final class Pusher: Sendable {
         try await window.waitForRoom()
         window.send(messages) { [self] i, result in
             switch result {
-            case .success: pushed(sent[i])
+            case .success: pushed(CollectionOfOne(sent[i]))
             case .failure(.errorResponse(let domain, let code, let message)):
                 fail(sent[i], .remote(domain: domain, code: code, message: message))
             case .failure: break   // the window ends the feed with it
@@ -359,11 +359,15 @@ final class Pusher: Sendable {
         reporter.onRevisionsSent(messages.count)
         let results = await connection.sendAll(messages)
         var stored: [(documentID: String, revisionID: RevisionID)] = []
+        var pushedChanges: [Change] = []
+        pushedChanges.reserveCapacity(sent.count)
+        // Reported together, also when a failure below ends the batch early.
+        defer { pushed(pushedChanges) }
         for (change, result) in zip(sent, results) {
             switch result {
             case .success:
                 stored.append((change.documentID, change.revisionID))
-                pushed(change)
+                pushedChanges.append(change)
             case .failure(.errorResponse(let domain, let code, let message)):
                 let error = ReplicationError.remote(domain: domain, code: code, message: message)
                 // A refusal that may pass (the peer's disk is full) ends the session, so this
@@ -412,10 +416,13 @@ final class Pusher: Sendable {
         return (messages, sent)
     }
 
-    private func pushed(_ change: Change) {
-        reporter.event(DocumentEvent(direction: .push, documentID: change.documentID,
-                                     revisionID: change.revisionID.description, isDeleted: change.isDeleted, kind: .pushed))
-        reporter.completed(1)
+    private func pushed<C: RandomAccessCollection<Change>>(_ changes: C) {
+        reporter.events(.pushed, count: changes.count) { i in
+            let change = changes[changes.index(changes.startIndex, offsetBy: i)]
+            return DocumentEvent(direction: .push, documentID: change.documentID, revisionID: change.revisionID.description,
+                                 isDeleted: change.isDeleted, kind: .pushed)
+        }
+        reporter.completed(changes.count)
     }
 
     private func fail(_ change: Change, _ error: ReplicationError) {

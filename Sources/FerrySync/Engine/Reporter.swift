@@ -17,14 +17,19 @@ final class Reporter: Sendable {
     private static let kindNames = ["pushed", "pulled", "conflictResolved", "failed"]
     private let state = Mutex(State())
     let onEvent: @Sendable (DocumentEvent) -> Void
+    /// Whether anyone would see a document event now; without a listener, events are counted
+    /// and not built.
+    let wantsEvents: @Sendable () -> Bool
     /// Called with the number of `rev` messages each time some are sent (statistics).
     let onRevisionsSent: @Sendable (Int) -> Void
     let onChange: @Sendable (ReplicationProgress, Bool) -> Void
 
     init(onEvent: @escaping @Sendable (DocumentEvent) -> Void = { _ in },
+         wantsEvents: @escaping @Sendable () -> Bool = { true },
          onChange: @escaping @Sendable (ReplicationProgress, Bool) -> Void = { _, _ in },
          onRevisionsSent: @escaping @Sendable (Int) -> Void = { _ in }) {
         self.onEvent = onEvent
+        self.wantsEvents = wantsEvents
         self.onChange = onChange
         self.onRevisionsSent = onRevisionsSent
     }
@@ -40,16 +45,33 @@ final class Reporter: Sendable {
         return out
     }
 
+    /// How many events of `kind` there were.
+    func count(of kind: DocumentEvent.Kind) -> Int {
+        state.withLock { $0.counts[Self.index(of: kind)] }
+    }
+
     func event(_ e: DocumentEvent) {
-        let i: Int
-        switch e.kind {
-        case .pushed: i = 0
-        case .pulled: i = 1
-        case .conflictResolved: i = 2
-        case .failed: i = 3
-        }
-        state.withLock { $0.counts[i] += 1 }
+        state.withLock { $0.counts[Self.index(of: e.kind)] += 1 }
         onEvent(e)
+    }
+
+    /// Counts `n` events of `kind` and reports the events `make` builds (given 0..<n) only if
+    /// someone listens: in a bulk transfer nobody usually does, and building each event (its
+    /// revision ID as text) and fanning it out cost more than the count.
+    func events(_ kind: DocumentEvent.Kind, count n: Int, _ make: (Int) -> DocumentEvent) {
+        guard n > 0 else { return }
+        state.withLock { $0.counts[Self.index(of: kind)] += n }
+        guard wantsEvents() else { return }
+        for i in 0..<n { onEvent(make(i)) }
+    }
+
+    private static func index(of kind: DocumentEvent.Kind) -> Int {
+        switch kind {
+        case .pushed: 0
+        case .pulled: 1
+        case .conflictResolved: 2
+        case .failed: 3
+        }
     }
 
     func found(_ n: Int, direction: ReplicationDirection) {

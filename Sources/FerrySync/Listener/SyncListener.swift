@@ -76,20 +76,12 @@ public final class SyncListener: Sendable {
         let reporter: Reporter
         init() {
             let (events, counters) = (self.events, self.counters)
-            reporter = Reporter(onEvent: { e in
-                switch e.kind {
-                case .pushed: counters.sent.add(1, ordering: .relaxed)
-                case .pulled: counters.received.add(1, ordering: .relaxed)
-                default: break
-                }
-                events.send(e)
-            }, onRevisionsSent: { counters.revMessages.add($0, ordering: .relaxed) })
+            reporter = Reporter(onEvent: { events.send($0) }, wantsEvents: { !events.isEmpty },
+                                onRevisionsSent: { counters.revMessages.add($0, ordering: .relaxed) })
         }
     }
 
     final class Counters: Sendable {
-        let sent = Atomic<Int>(0)
-        let received = Atomic<Int>(0)
         let revMessages = Atomic<Int>(0)
         let connections = Atomic<Int>(0)
     }
@@ -109,8 +101,8 @@ public final class SyncListener: Sendable {
     /// Counters since start.
     public var statistics: Statistics {
         let c = shared.counters
-        return Statistics(revisionsSent: c.sent.load(ordering: .relaxed), revisionMessagesSent: c.revMessages.load(ordering: .relaxed),
-                          revisionsReceived: c.received.load(ordering: .relaxed), connectionsAccepted: c.connections.load(ordering: .relaxed))
+        return Statistics(revisionsSent: shared.reporter.count(of: .pushed), revisionMessagesSent: c.revMessages.load(ordering: .relaxed),
+                          revisionsReceived: shared.reporter.count(of: .pulled), connectionsAccepted: c.connections.load(ordering: .relaxed))
     }
 
     /// Document events of every client connection from now on: `.pushed` = a client pulled and

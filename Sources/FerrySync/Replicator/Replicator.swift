@@ -66,7 +66,8 @@ public final class Replicator: Sendable {
         attachmentBroadcaster = attachments
         downloads = configuration.attachmentDownloadPolicy.map { AttachmentDownloadQueue(policy: $0, onEvent: { attachments.send($0) }) }
         let statusBox = StatusSink()
-        reporter = Reporter(onEvent: { statusBox.event($0) }, onChange: { p, idle in statusBox.progress(p, idle) })
+        reporter = Reporter(onEvent: { statusBox.event($0) }, wantsEvents: { statusBox.wantsEvents },
+                            onChange: { p, idle in statusBox.progress(p, idle) })
         statusBox.owner.withLock { $0.replicator = self }
     }
 
@@ -77,6 +78,7 @@ public final class Replicator: Sendable {
         struct Owner { weak var replicator: Replicator? }
         let owner = Mutex(Owner())
         func event(_ e: DocumentEvent) { owner.withLock { $0.replicator }?.eventBroadcaster.send(e) }
+        var wantsEvents: Bool { owner.withLock { $0.replicator }.map { !$0.eventBroadcaster.isEmpty } ?? false }
         func progress(_ p: ReplicationProgress, _ idle: Bool) { owner.withLock { $0.replicator }?.progressChanged(p, idle: idle) }
     }
 
@@ -278,7 +280,7 @@ public final class Replicator: Sendable {
             s.status.activity = idle ? .idle : .busy
             return s.status
         }
-        if let s { statusBroadcaster.send(s) }
+        if let s, !statusBroadcaster.isEmpty { statusBroadcaster.send(s) }
     }
 
     private var maxAttempts: Int {
