@@ -67,6 +67,10 @@ struct SyncBench: AsyncParsableCommand {
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
+    /// Writes every dirty page to disk before a timed phase, so that no phase pays the kernel's
+    /// writeback of the files an earlier one (or the untimed preparation) left behind.
+    static func settle() { Glibc.sync() }
+
     func path(_ name: String) -> String {
         let p = (dir as NSString).appendingPathComponent("ferry-bench-sync-\(name)-\(getpid()).db")
         for suffix in ["", "-wal", "-shm"] { unlink(p + suffix) }
@@ -86,17 +90,19 @@ struct SyncBench: AsyncParsableCommand {
         // Ceiling: the store's batched replicated insert.
         let ceilingPath = path("ceiling")
         let ceilingDB = try Database.open(at: ceilingPath)
-        var ceiling = 0.0
+        var ceiling = 0.0, ceilingCPU = 0.0
         if !replicationOnly {
             let revisions = (0..<count).map { i in
                 ReplicatedRevision(documentID: String(format: "doc-%06d", i), history: ["1-" + String(format: "%040x", i)],
                                    body: CanonicalJSON.encode(.object(props(i))))
             }
-            let t = Self.now()
+            Self.settle()
+            let t = Self.now(), cpu = Self.cpuSelf()
             for start in stride(from: 0, to: count, by: 200) {
                 _ = try ceilingDB.insert(Array(revisions[start..<min(start + 200, count)]))
             }
             ceiling = Double(count) / (Self.now() - t)
+            ceilingCPU = Self.cpuSelf() - cpu
         }
         ceilingDB.close()
         var t = Self.now()
@@ -120,6 +126,7 @@ struct SyncBench: AsyncParsableCommand {
         var push = ReplicatorConfiguration(database: source, target: url)
         push.type = .push
         push.batchSize = batchSize
+        Self.settle()
         t = Self.now()
         var cpu = (Self.cpuSelf(), Self.cpu(pid: child.processIdentifier))
         try await Replicator(configuration: push).run()
@@ -151,6 +158,7 @@ struct SyncBench: AsyncParsableCommand {
         pull.type = .pull
         pull.batchSize = batchSize
         pull.maxConcurrentRevisions = maxConcurrentRevisions
+        Self.settle()
         t = Self.now()
         cpu = (Self.cpuSelf(), Self.cpu(pid: child.processIdentifier))
         try await Replicator(configuration: pull).run()
@@ -225,7 +233,7 @@ struct SyncBench: AsyncParsableCommand {
         store ceiling (replicated insert, 200/txn)  \(Int(ceiling)) docs/s
         push  (this process → ferry serve)          \(Int(pushRate)) docs/s  (\(String(format: "%.2f", pushRate / ceiling))× ceiling)
         pull  (ferry serve → this process)          \(Int(pullRate)) docs/s  (\(String(format: "%.2f", pullRate / ceiling))× ceiling)
-        \(catchUpLine)\(simpleLine)CPU per document (µs): push this \(Int(pushCPU.0 * 1e6 / Double(count))), serve \(Int(pushCPU.1 * 1e6 / Double(count))); pull this \(Int(pullCPU.0 * 1e6 / Double(count))), serve \(Int(pullCPU.1 * 1e6 / Double(count)))
+        \(catchUpLine)\(simpleLine)CPU per document (µs): ceiling \(Int(ceilingCPU * 1e6 / Double(count))); push this \(Int(pushCPU.0 * 1e6 / Double(count))), serve \(Int(pushCPU.1 * 1e6 / Double(count))); pull this \(Int(pullCPU.0 * 1e6 / Double(count))), serve \(Int(pullCPU.1 * 1e6 / Double(count)))
         pulled documents                            \(pulledCount)
         propagation latency, continuous (\(latencySamples) docs, \(writers) writer\(writers > 1 ? "s" : ""))  p50 \(String(format: "%.2f", p50)) ms, p99 \(String(format: "%.2f", p99)) ms
         peak RSS: this process \(String(format: "%.0f", selfRSS)) MiB, ferry serve \(String(format: "%.0f", childRSS)) MiB
