@@ -71,12 +71,13 @@ enum RevisionTreeCodec {
         var r = Reader(bytes: bytes)
         let bad = StoreError.corruptRevisionTree(documentID: documentID)
         guard r.byte() == version, let count = r.varint(), count <= UInt64(bytes.count) else { throw bad }
+        if count == 1 { return try decodeOneNode(&r, currentBody: currentBody, bad: bad) }
         var ids: [RevisionID] = []
         ids.reserveCapacity(Int(count))
         var parents: [Int] = []
         var raw: [(flags: UInt8, body: [UInt8]?)] = []
         for _ in 0..<Int(count) {
-            guard let len = r.varint(), let text = r.bytes(Int(clamping: len)),
+            guard let len = r.varint(), let text = r.slice(Int(clamping: len)),
                   let rev = RevisionID(utf8: text),
                   let p = r.varint(), p <= count, let flags = r.byte() else { throw bad }
             var body: [UInt8]?
@@ -101,6 +102,30 @@ enum RevisionTreeCodec {
             guard let remote = r.varint(), let idx = r.varint(), idx < UInt64(ids.count),
                   remote <= UInt64(Int.max) else { throw bad }
             tree.remoteRevisions[Int(remote)] = ids[Int(idx)]
+        }
+        guard r.atEnd else { throw bad }
+        return tree
+    }
+
+    /// `decode` for a tree of one revision (most documents): no per-node arrays to gather.
+    private static func decodeOneNode(_ r: inout Reader, currentBody: [UInt8], bad: StoreError) throws(StoreError) -> RevisionTree {
+        guard let len = r.varint(), let text = r.slice(Int(clamping: len)), let rev = RevisionID(utf8: text),
+              let p = r.varint(), p <= 1, let flags = r.byte() else { throw bad }
+        var body: [UInt8]?
+        if flags & 2 != 0 {
+            guard let bl = r.varint(), let b = r.bytes(Int(clamping: bl)) else { throw bad }
+            body = b
+        } else if flags & 4 != 0 {
+            body = currentBody
+        }
+        var tree = RevisionTree()
+        // A parent index of 1 is the node itself: kept as the general path reads it.
+        tree.nodes[rev] = RevisionTree.Node(revisionID: rev, parent: p == 0 ? nil : rev, isDeleted: flags & 1 != 0,
+                                            body: body, prunedBelow: flags & 8 != 0)
+        guard let rc = r.varint(), rc <= UInt64(r.bytes.count) else { throw bad }
+        for _ in 0..<Int(rc) {
+            guard let remote = r.varint(), let idx = r.varint(), idx < 1, remote <= UInt64(Int.max) else { throw bad }
+            tree.remoteRevisions[Int(remote)] = rev
         }
         guard r.atEnd else { throw bad }
         return tree
@@ -139,9 +164,14 @@ enum RevisionTreeCodec {
         }
 
         mutating func bytes(_ n: Int) -> [UInt8]? {
+            slice(n).map { Array($0) }
+        }
+
+        /// The next `n` bytes without copying them (a revision ID to parse).
+        mutating func slice(_ n: Int) -> ArraySlice<UInt8>? {
             guard n >= 0, n <= bytes.count - pos else { return nil }
             defer { pos += n }
-            return Array(bytes[pos..<pos + n])
+            return bytes[pos..<pos + n]
         }
     }
 }
