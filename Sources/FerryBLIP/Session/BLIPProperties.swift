@@ -10,6 +10,8 @@ public struct BLIPProperties: Sendable, Equatable, Sequence, ExpressibleByDictio
     public init() { pairs = [] }
     /// Properties from pairs, in this order.
     public init(_ pairs: [(String, String)]) { self.pairs = pairs.map { (key: $0.0, value: $0.1) } }
+    /// Properties from labeled pairs, in this order, taken as they are (the keys must differ).
+    public init(pairs: [(key: String, value: String)]) { self.pairs = pairs }
     public init(dictionaryLiteral elements: (String, String)...) { self.init(elements) }
     /// Properties from an array literal of pairs, kept in order.
     public init(arrayLiteral elements: (String, String)...) { self.init(elements) }

@@ -18,18 +18,30 @@ enum RevMessage {
             history.append(text)
             if known.contains(text) { break }
         }
-        var props: BLIPProperties = [(ReplicationProtocol.Property.id, documentID), (ReplicationProtocol.Property.rev, rev.description)]
-        if !history.isEmpty { props[ReplicationProtocol.Property.history] = history.joined(separator: ",") }
-        if node.isDeleted { props[ReplicationProtocol.Property.deleted] = "1" }
-        props[ReplicationProtocol.Property.sequence] = String(decoding: CanonicalJSON.encode(sequence), as: UTF8.self)
-        if noConflicts { props[ReplicationProtocol.Property.noConflicts] = "1" }
-        return .request(profile: ReplicationProtocol.Profile.rev, properties: props, body: body, compressed: body.count >= ReplicatorTuning.compressThreshold)
+        typealias P = ReplicationProtocol.Property
+        // Built as one array of distinct keys: this runs once per revision sent.
+        var pairs: [(key: String, value: String)] = []
+        pairs.reserveCapacity(6)
+        pairs.append((P.id, documentID))
+        pairs.append((P.rev, rev.description))
+        if !history.isEmpty { pairs.append((P.history, history.joined(separator: ","))) }
+        if node.isDeleted { pairs.append((P.deleted, "1")) }
+        pairs.append((P.sequence, text(of: sequence)))
+        if noConflicts { pairs.append((P.noConflicts, "1")) }
+        return .request(profile: ReplicationProtocol.Profile.rev, properties: BLIPProperties(pairs: pairs), body: body,
+                        compressed: body.count >= ReplicatorTuning.compressThreshold)
+    }
+
+    /// A sequence as its JSON text (an integer without the encoder's round trip).
+    static func text(of sequence: JSONValue) -> String {
+        if case .int(let n) = sequence { return String(n) }
+        return String(decoding: CanonicalJSON.encode(sequence), as: UTF8.self)
     }
 
     /// A `norev` for a revision that cannot be sent (NoReply).
     static func makeNoRev(documentID: String, revisionID: String, sequence: JSONValue, status: Int, reason: String) -> BLIPMessage {
         .request(profile: ReplicationProtocol.Profile.norev, properties: [(ReplicationProtocol.Property.id, documentID), (ReplicationProtocol.Property.rev, revisionID),
-                                                (ReplicationProtocol.Property.sequence, String(decoding: CanonicalJSON.encode(sequence), as: UTF8.self)),
+                                                (ReplicationProtocol.Property.sequence, text(of: sequence)),
                                                 (ReplicationProtocol.Property.error, String(status)), (ReplicationProtocol.Property.reason, reason)], noReply: true)
     }
 
