@@ -63,7 +63,8 @@ final class Puller: Sendable {
             inserter = Inserter(database: database, remote: remote, resolver: inTransaction, allowConflicts: true,
                                 onTheWay: { ledger.onTheWay },
                                 afterInsert: { (batch, items, _) throws(StoreError) in
-                let done = items.map { ($0.revision.documentID, $0.revision.history.first ?? "") }
+                // Labeled as `stored` takes them, or the array is converted by a dynamic cast per entry.
+                let done = items.map { (documentID: $0.revision.documentID, revisionID: $0.revision.history.first ?? "") }
                 if let checkpoint = ledger.stored(done) { try checkpointer.recordPulled(upTo: checkpoint, in: batch) }
             }, afterCommit: { checkpointer.pulledCommitted() })
         case .passive:

@@ -312,7 +312,9 @@ final class Pusher: Sendable {
         do { reply = try await pending.value } catch { throw ReplicationError(error) }
         try window.check()
         let answers = try ReplicationMessages.decodeChangeAnswers(reply.body, count: batch.count)
-        var toSend: [(Change, [String], JSONValue)] = []
+        // Labeled as `revMessages` takes them: an unlabeled array was converted element by
+        // element at run time (a dynamic cast per tuple).
+        var toSend: [(change: Change, known: [String], sequence: JSONValue)] = []
         var judged = 0
         for (change, answer) in zip(batch, answers) {
             switch answer {
@@ -325,7 +327,7 @@ final class Pusher: Sendable {
         }
         reporter.completed(judged)
         let trees: [String: RevisionTree]
-        do { trees = try database.revisionTrees(of: toSend.map(\.0)) } catch { throw .store(error) }
+        do { trees = try database.revisionTrees(of: toSend.map(\.change)) } catch { throw .store(error) }
         let (messages, sent) = revMessages(toSend, trees: trees, noConflicts: false)
         guard !messages.isEmpty else { return }
         // Queued while the previous batch's revisions are still going out; sent from the loop.
