@@ -286,7 +286,10 @@ struct SequenceWindow: Sendable {
         // Compact now and then so the window does not grow with the whole replication.
         if start > 4096 && start * 2 > window.count {
             window.removeFirst(start)
-            for (k, v) in index { index[k] = v - start }
+            // `mapValues` keeps the table's layout: assigning while iterating copied it and
+            // re-hashed every key.
+            let shift = start
+            index = index.mapValues { $0 - shift }
             start = 0
         }
     }
