@@ -71,64 +71,35 @@ enum RevisionTreeCodec {
         var r = Reader(bytes: bytes)
         let bad = StoreError.corruptRevisionTree(documentID: documentID)
         guard r.byte() == version, let count = r.varint(), count <= UInt64(bytes.count) else { throw bad }
-        if count == 1 { return try decodeOneNode(&r, currentBody: currentBody, bad: bad) }
-        var ids: [RevisionID] = []
-        ids.reserveCapacity(Int(count))
-        var parents: [Int] = []
-        var raw: [(flags: UInt8, body: [UInt8]?)] = []
+        // One array of the nodes as stored (most trees have one): their parents are indexes into it.
+        var raw: [StoredNode] = []
+        raw.reserveCapacity(Int(count))
         for _ in 0..<Int(count) {
-            guard let len = r.varint(), let text = r.slice(Int(clamping: len)),
-                  let rev = RevisionID(utf8: text),
-                  let p = r.varint(), p <= count, let flags = r.byte() else { throw bad }
-            var body: [UInt8]?
-            if flags & 2 != 0 {
-                guard let bl = r.varint(), let b = r.bytes(Int(clamping: bl)) else { throw bad }
-                body = b
-            } else if flags & 4 != 0 {
-                body = currentBody
-            }
-            ids.append(rev)
-            parents.append(Int(p))
-            raw.append((flags, body))
+            guard let node = r.node(count: count, currentBody: currentBody) else { throw bad }
+            raw.append(node)
         }
         var tree = RevisionTree()
-        for i in 0..<ids.count {
-            let parent = parents[i] == 0 ? nil : ids[parents[i] - 1]
-            tree.nodes[ids[i]] = RevisionTree.Node(revisionID: ids[i], parent: parent, isDeleted: raw[i].flags & 1 != 0,
-                                                   body: raw[i].body, prunedBelow: raw[i].flags & 8 != 0)
+        for n in raw {
+            let parent = n.parentIndex == 0 ? nil : raw[n.parentIndex - 1].revisionID
+            tree.nodes[n.revisionID] = RevisionTree.Node(revisionID: n.revisionID, parent: parent, isDeleted: n.flags & 1 != 0,
+                                                         body: n.body, prunedBelow: n.flags & 8 != 0)
         }
         guard let rc = r.varint(), rc <= UInt64(bytes.count) else { throw bad }
         for _ in 0..<Int(rc) {
-            guard let remote = r.varint(), let idx = r.varint(), idx < UInt64(ids.count),
+            guard let remote = r.varint(), let idx = r.varint(), idx < UInt64(raw.count),
                   remote <= UInt64(Int.max) else { throw bad }
-            tree.remoteRevisions[Int(remote)] = ids[Int(idx)]
+            tree.remoteRevisions[Int(remote)] = raw[Int(idx)].revisionID
         }
         guard r.atEnd else { throw bad }
         return tree
     }
 
-    /// `decode` for a tree of one revision (most documents): no per-node arrays to gather.
-    private static func decodeOneNode(_ r: inout Reader, currentBody: [UInt8], bad: StoreError) throws(StoreError) -> RevisionTree {
-        guard let len = r.varint(), let text = r.slice(Int(clamping: len)), let rev = RevisionID(utf8: text),
-              let p = r.varint(), p <= 1, let flags = r.byte() else { throw bad }
+    /// One node as stored: its parent as an index into the stored order (0 = a root).
+    struct StoredNode {
+        var revisionID: RevisionID
+        var parentIndex: Int
+        var flags: UInt8
         var body: [UInt8]?
-        if flags & 2 != 0 {
-            guard let bl = r.varint(), let b = r.bytes(Int(clamping: bl)) else { throw bad }
-            body = b
-        } else if flags & 4 != 0 {
-            body = currentBody
-        }
-        var tree = RevisionTree()
-        // A parent index of 1 is the node itself: kept as the general path reads it.
-        tree.nodes[rev] = RevisionTree.Node(revisionID: rev, parent: p == 0 ? nil : rev, isDeleted: flags & 1 != 0,
-                                            body: body, prunedBelow: flags & 8 != 0)
-        guard let rc = r.varint(), rc <= UInt64(r.bytes.count) else { throw bad }
-        for _ in 0..<Int(rc) {
-            guard let remote = r.varint(), let idx = r.varint(), idx < 1, remote <= UInt64(Int.max) else { throw bad }
-            tree.remoteRevisions[Int(remote)] = rev
-        }
-        guard r.atEnd else { throw bad }
-        return tree
     }
 
     static func putVarint(_ v: UInt64, _ out: inout [UInt8]) {
@@ -165,6 +136,21 @@ enum RevisionTreeCodec {
 
         mutating func bytes(_ n: Int) -> [UInt8]? {
             slice(n).map { Array($0) }
+        }
+
+        /// The next node of a tree of `count` nodes, or nil if the bytes do not hold one.
+        mutating func node(count: UInt64, currentBody: [UInt8]) -> StoredNode? {
+            // The revision ID is parsed where it lies, not copied out first.
+            guard let len = varint(), let text = slice(Int(clamping: len)), let rev = RevisionID(utf8: text),
+                  let p = varint(), p <= count, let flags = byte() else { return nil }
+            var body: [UInt8]?
+            if flags & 2 != 0 {
+                guard let bl = varint(), let b = bytes(Int(clamping: bl)) else { return nil }
+                body = b
+            } else if flags & 4 != 0 {
+                body = currentBody
+            }
+            return StoredNode(revisionID: rev, parentIndex: Int(p), flags: flags, body: body)
         }
 
         /// The next `n` bytes without copying them (a revision ID to parse).
