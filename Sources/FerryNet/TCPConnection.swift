@@ -85,6 +85,8 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
     /// Inside the handler's "writable again" callback from `flushNow`: writes are queued and
     /// flushed together once it returns, as inside a read callback.
     @exclusivity(unchecked) private var inWritabilityCallback = false
+    /// Something was written during that callback (so there is something new to flush).
+    @exclusivity(unchecked) private var wroteInWritabilityCallback = false
     /// The error reported at an otherwise orderly close (a TLS stream cut without close_notify).
     @exclusivity(unchecked) var closeError: NetError?
 
@@ -193,6 +195,7 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
             writableFlag = false
             handler?.connectionWritabilityChanged(self, writable: false)
         }
+        if inWritabilityCallback { wroteInWritabilityCallback = true }
         guard !inRead && !inWritabilityCallback && started else { return }
         if loop.runningTasks {
             if !flushDeferred { flushDeferred = true; loop.deferFlush(self) }
@@ -360,9 +363,12 @@ public final class TCPConnection: Selectable, @unchecked Sendable {
             // round, not one per write: a bulk sender refills the socket from this callback
             // (a push's `rev` frames were one `send` each, 40% of the sending loop's time).
             inWritabilityCallback = true
+            wroteInWritabilityCallback = false
             handler?.connectionWritabilityChanged(self, writable: true)
             inWritabilityCallback = false
-            if isClosed || pending.isEmpty { break }
+            // Nothing written: what is still queued waits for the socket's next writable turn
+            // (trying it again now would only meet EAGAIN).
+            if isClosed || !wroteInWritabilityCallback { break }
         }
         if closeWhenFlushed && pending.isEmpty && tlsBufferedByteCount == 0 && !isClosed { closeNow(error: closeError) }
     }
