@@ -78,3 +78,108 @@ struct ProposalStatusTests {
                 == "[0,409,304]")
     }
 }
+
+/// The direct reader and writers of the `changes`/`proposeChanges` bodies against the general
+/// JSON parser and `CanonicalJSON`: the same bodies give the same entries or the same error,
+/// and the same answers give the same bytes.
+@Suite("Replication bodies, direct against general")
+struct ReplicationBodyDifferentialTests {
+    typealias M = ReplicationMessages
+
+    /// What a decode gives, comparable: the entries, or the error's text.
+    static func outcome<T: Equatable>(_ decode: () throws(ReplicationError) -> [T]) -> DecodeOutcome<T> {
+        do { return .entries(try decode()) } catch { return .error("\(error)") }
+    }
+
+    static let bodies: [String] = [
+        // The usual shapes, as Ferry, Couchbase Lite and Sync Gateway write them.
+        #"[[1,"a","1-aa"],[2,"b","2-bb",1]]"#, #"[["a","2-bb","1-aa"],["c","1-cc"]]"#,
+        #"[["12:34","a","1-aa",false,120],[5,"b","2-bb",true],[6,"c","3-cc",4]]"#,
+        " [ [ 1 , \"a\" , \"1-aa\" ] ,\n\t[2,\"b\",\"2-bb\",null] ] \r\n", "[]", " [ ] ", #"[["a","1-aa",""]]"#,
+        #"[[0,"doc-000001","1-0123456789abcdef0123456789abcdef01234567",0,1024]]"#,
+        // Outside the direct reader's shape, valid JSON: the general parser decides.
+        "null", #"[["d\u00e9j\u00e0","1-aa"]]"#, #"[["déjà","1-aa"]]"#, #"[["a\"b","1-aa"]]"#, #"[[1.5,"a","1-aa"]]"#,
+        #"[[-1,"a","1-aa"]]"#, #"[[1e3,"a","1-aa"]]"#, #"[[{"x":1},"a","1-aa"]]"#, #"[[["x"],"a","1-aa"]]"#,
+        #"[[99999999999999999999,"a","1-aa"]]"#, #"[[1,"a","1-aa",1.0,2.0]]"#, #"[[1,"a","1-aa",true,12.5]]"#,
+        // Malformed or refused, by either reader.
+        "", "[", "[[", "[[]]", "[[1]]", #"[[1,"a"]]"#, #"[[1,"","1-aa"]]"#, #"[[1,"a","zz"]]"#, #"[[1,"a","1-aa","x"]]"#,
+        "[1", #"[["a"]]"#, #"{"a":1}"#, #"[[01,"a","1-aa"]]"#, #"[[1,"a","1-aa"]]x"#, #"[[1,"a","1-aa"],]"#,
+        #"[[1,"a","1-aa"]"#, #"[[1,"a","1-aa" "b"]]"#, #"[[tru,"a","1-aa"]]"#, #"[[truex,"a","1-aa"]]"#,
+        #"[[1,"a","1-aa",300]]"#, "[[1,\"a\tb\",\"1-aa\"]]", #"[["a","1-aa","zz"]]"#, #"[["a","1-aa",5]]"#, "[[],[]]",
+        #"[[1,""# + String(repeating: "x", count: 300) + #"","1-aa"]]"#,
+    ]
+
+    @Test(arguments: bodies)
+    func bothReadersAgree(_ body: String) {
+        let bytes = Array(body.utf8)
+        #expect(Self.outcome { () throws(ReplicationError) in try M.decodeChanges(bytes) }
+                == Self.outcome { () throws(ReplicationError) in try M.decodeChanges(bytes, direct: false) })
+        #expect(Self.outcome { () throws(ReplicationError) in try M.decodeProposals(bytes) }
+                == Self.outcome { () throws(ReplicationError) in try M.decodeProposals(bytes, direct: false) })
+    }
+
+    @Test func theDirectReaderTakesTheUsualShape() {
+        for body in Self.bodies.prefix(8) {
+            #expect(ReplicationBodyScanner.entries(in: Array(body.utf8)) != nil, "\(body)")
+        }
+        for body in [#"[["déjà","1-aa"]]"#, #"[[1.5,"a","1-aa"]]"#, #"[[1,"a","1-aa"]]x"#, "null"] {
+            #expect(ReplicationBodyScanner.entries(in: Array(body.utf8)) == nil, "\(body)")
+        }
+    }
+
+    /// The writers before they wrote directly: `CanonicalJSON` of the values.
+    static func reference(_ answers: [M.ChangeAnswer]) -> [UInt8] {
+        var values: [JSONValue] = answers.map {
+            switch $0 {
+            case .send(let known): return .array(known.map { .string($0) })
+            case .skip: return .int(0)
+            case .error(let s): return .int(Int64(s))
+            }
+        }
+        while values.last == .int(0) { values.removeLast() }
+        return CanonicalJSON.encode(.array(values))
+    }
+
+    static func reference(_ statuses: [M.ProposalStatus], conflictIncludesRev: Bool) -> [UInt8] {
+        var values: [JSONValue] = statuses.map {
+            switch $0 {
+            case .send: return .int(0)
+            case .alreadyHave: return .int(304)
+            case .conflict(let cur?) where conflictIncludesRev: return .object(["status": .int(409), "rev": .string(cur)])
+            case .conflict: return .int(409)
+            case .error(let s): return .int(Int64(s))
+            }
+        }
+        while values.last == .int(0) { values.removeLast() }
+        return CanonicalJSON.encode(.array(values))
+    }
+
+    @Test func theWritersMatchCanonicalJSON() {
+        var rng = SystemRandomNumberGenerator()
+        let revs = ["1-aa", "2-\u{e9}\u{e0}", "3-a\"b\\c", "4-\n\t\u{7f}\u{1}", ""]
+        for _ in 0..<500 {
+            let n = Int.random(in: 0...6, using: &rng)
+            let answers: [M.ChangeAnswer] = (0..<n).map { _ in
+                switch Int.random(in: 0...3, using: &rng) {
+                case 0: return .skip
+                case 1: return .error([0, 409, 500].randomElement(using: &rng) ?? 0)
+                default: return .send(knownRevisions: (0..<Int.random(in: 0...3, using: &rng)).map { _ in revs.randomElement(using: &rng) ?? "" })
+                }
+            }
+            #expect(M.encodeChangeAnswers(answers) == Self.reference(answers), "\(answers)")
+            let statuses: [M.ProposalStatus] = (0..<n).map { _ in
+                switch Int.random(in: 0...4, using: &rng) {
+                case 0: return .send
+                case 1: return .alreadyHave
+                case 2: return .conflict(current: nil)
+                case 3: return .conflict(current: revs.randomElement(using: &rng))
+                default: return .error([0, 403, 500].randomElement(using: &rng) ?? 0)
+                }
+            }
+            for withRev in [true, false] {
+                #expect(M.encodeProposalStatuses(statuses, conflictIncludesRev: withRev) == Self.reference(statuses, conflictIncludesRev: withRev),
+                        "\(statuses)")
+            }
+        }
+    }
+}

@@ -73,8 +73,9 @@ public enum CanonicalJSON {
         }
     }
 
-
-    static func writeString(_ s: String, to out: inout [UInt8]) {
+    /// Appends `s` as a canonical JSON string (quoted, escaped as above), for writers that
+    /// build their JSON directly.
+    public static func writeString(_ s: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         var s = s
         s.withUTF8 { buf in

@@ -126,6 +126,17 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
         out.withUnsafeMutableBufferPointer { writeText(to: $0.baseAddress! + start) }
     }
 
+    /// Calls `body` with the text in a stack buffer: for binding it to a statement without
+    /// making a string (a heap allocation) first.
+    func withText<R>(_ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        let count = textCount
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { buffer in
+            guard let base = buffer.baseAddress else { return body(UnsafeBufferPointer(start: nil, count: 0)) }
+            writeText(to: base)
+            return body(UnsafeBufferPointer(start: base, count: count))
+        }
+    }
+
     /// Writes the `textCount` bytes of the text at `p`.
     private func writeText(to p: UnsafeMutablePointer<UInt8>) {
         let digits = generationDigits

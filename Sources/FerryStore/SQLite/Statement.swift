@@ -33,6 +33,10 @@ final class Statement {
         var v = value
         v.withUTF8 { bindTextBytes(index, $0) }
     }
+    /// Binds a revision ID's text (written on the stack, not made into a string first).
+    func bind(_ index: Int32, _ revision: RevisionID) {
+        revision.withText { bindTextBytes(index, $0) }
+    }
     /// Binds bytes as TEXT (JSON bodies are stored as text so SQLite's JSON functions read them).
     func bindText(_ index: Int32, _ bytes: [UInt8]) {
         bytes.withUnsafeBufferPointer { bindTextBytes(index, $0) }

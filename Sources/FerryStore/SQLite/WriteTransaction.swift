@@ -121,7 +121,7 @@ final class WriteTransaction {
         for (id, rev) in revisions {
             s.bind(1, id)
             s.bind(2, remote)
-            s.bind(3, rev.description)
+            s.bind(3, rev)
             try s.run()
             s.reset()
         }
@@ -169,7 +169,7 @@ final class WriteTransaction {
             s.bind(8, id)
         }
         if let type { s.bind(7, type) } else { s.bindNull(7) }
-        s.bind(1, cur.revisionID.description)
+        s.bind(1, cur.revisionID)
         s.bind(2, cur.isDeleted)
         // Bit 0: live conflicts; bit 1: leaves besides the current one (`Change`).
         let otherOpen = leaves.contains { $0.revisionID != cur.revisionID }

@@ -74,35 +74,54 @@ enum ReplicationMessages {
     }
 
     /// A `changes` response: known-revision arrays, 0 for "don't send", statuses; trailing
-    /// zeros dropped as Couchbase Lite does.
+    /// zeros dropped as Couchbase Lite does. Written directly (one answer per proposed document,
+    /// on every batch), byte for byte what `CanonicalJSON` writes for the same array.
     static func encodeChangeAnswers(_ answers: [ChangeAnswer]) -> [UInt8] {
-        var values: [JSONValue] = answers.map {
-            switch $0 {
-            case .send(let known): return .array(known.map { .string($0) })
-            case .skip: return .int(0)
-            case .error(let s): return .int(Int64(s))
+        let count = answers.lastIndex { $0 != .skip && $0 != .error(0) }.map { $0 + 1 } ?? 0
+        var out: [UInt8] = [UInt8(ascii: "[")]
+        out.reserveCapacity(2 + count * 3)
+        for (i, answer) in answers.prefix(count).enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            switch answer {
+            case .send(let known):
+                out.append(UInt8(ascii: "["))
+                for (k, rev) in known.enumerated() {
+                    if k > 0 { out.append(UInt8(ascii: ",")) }
+                    CanonicalJSON.writeString(rev, to: &out)
+                }
+                out.append(UInt8(ascii: "]"))
+            case .skip: out.append(UInt8(ascii: "0"))
+            case .error(let s): out.append(contentsOf: String(s).utf8)
             }
         }
-        while values.last == .int(0) { values.removeLast() }
-        return CanonicalJSON.encode(.array(values))
+        out.append(UInt8(ascii: "]"))
+        return out
     }
 
-    /// A `proposeChanges` response: 0, 304, `{"status":409,"rev":…}`; trailing zeros dropped.
+    /// A `proposeChanges` response: 0, 304, `{"rev":…,"status":409}`; trailing zeros dropped.
     /// `conflictIncludesRev`: the proposer asked for a conflict's current revision (its
     /// `conflictIncludesRev` property); otherwise a conflict is the bare status, as a client
-    /// that did not ask expects.
+    /// that did not ask expects. Written directly, as `encodeChangeAnswers`.
     static func encodeProposalStatuses(_ statuses: [ProposalStatus], conflictIncludesRev: Bool = true) -> [UInt8] {
-        var values: [JSONValue] = statuses.map {
-            switch $0 {
-            case .send: return .int(0)
-            case .alreadyHave: return .int(304)
-            case .conflict(let cur?) where conflictIncludesRev: return .object(["status": .int(409), "rev": .string(cur)])
-            case .conflict: return .int(409)
-            case .error(let s): return .int(Int64(s))
+        let count = statuses.lastIndex { $0 != .send && $0 != .error(0) }.map { $0 + 1 } ?? 0
+        var out: [UInt8] = [UInt8(ascii: "[")]
+        out.reserveCapacity(2 + count * 4)
+        for (i, status) in statuses.prefix(count).enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            switch status {
+            case .send: out.append(UInt8(ascii: "0"))
+            case .alreadyHave: out.append(contentsOf: "304".utf8)
+            case .conflict(let cur?) where conflictIncludesRev:
+                // Canonical key order: "rev" before "status".
+                out.append(contentsOf: #"{"rev":"#.utf8)
+                CanonicalJSON.writeString(cur, to: &out)
+                out.append(contentsOf: #","status":409}"#.utf8)
+            case .conflict: out.append(contentsOf: "409".utf8)
+            case .error(let s): out.append(contentsOf: String(s).utf8)
             }
         }
-        while values.last == .int(0) { values.removeLast() }
-        return CanonicalJSON.encode(.array(values))
+        out.append(UInt8(ascii: "]"))
+        return out
     }
 
     // MARK: Decoding
@@ -127,48 +146,76 @@ enum ReplicationMessages {
     }
 
     /// A `changes` body; `null` (Sync Gateway's caught-up signal) and `[]` are empty.
-    static func decodeChanges(_ body: [UInt8]) throws(ReplicationError) -> [ChangeEntry] {
+    /// `direct: false` skips the direct reader (for tests that compare the two readers).
+    static func decodeChanges(_ body: [UInt8], direct: Bool = true) throws(ReplicationError) -> [ChangeEntry] {
+        try decodeEntries(body, what: "changes", direct: direct, changeEntry)
+    }
+
+    /// A `proposeChanges` body (`direct` as in `decodeChanges`).
+    static func decodeProposals(_ body: [UInt8], direct: Bool = true) throws(ReplicationError) -> [ProposedChange] {
+        try decodeEntries(body, what: "proposeChanges", direct: direct, proposedChange)
+    }
+
+    /// The entries of a `changes` or `proposeChanges` body, each made by `make` from its values.
+    /// The usual shape is read directly (`ReplicationBodyScanner`); anything else goes through
+    /// the general parser, which accepts and refuses the same bodies.
+    private static func decodeEntries<T>(_ body: [UInt8], what: String, direct: Bool,
+                                         _ make: (ArraySlice<JSONValue>) throws(ReplicationError) -> T) throws(ReplicationError) -> [T] {
         if body.isEmpty { return [] }
-        let v = try parse(body, what: "changes")
+        guard body.count <= maxBodySize else { throw .protocolError("\(what) body over \(maxBodySize) bytes") }
+        var out: [T] = []
+        if direct, let (values, ends) = ReplicationBodyScanner.entries(in: body) {
+            out.reserveCapacity(ends.count)
+            var start = 0
+            for end in ends {
+                out.append(try make(values[start..<end]))
+                start = end
+            }
+            return out
+        }
+        let v = try parse(body, what: what)
         if v == .null { return [] }
-        guard let items = v.arrayValue else { throw .protocolError("changes body is not an array") }
-        var out: [ChangeEntry] = []
+        guard let items = v.arrayValue else { throw .protocolError("\(what) body is not an array") }
         out.reserveCapacity(items.count)
         for item in items {
-            guard let a = item.arrayValue, a.count >= 3 else { throw .protocolError("changes entry is not [seq, docID, revID, …]") }
-            var e = ChangeEntry(sequence: a[0], documentID: try documentID(a[1], what: "changes"),
-                                revisionID: try revisionID(a[2], what: "changes"))
-            if a.count > 3 {
-                switch a[3] {
-                case .bool(let b): e.deletedFlags = b ? 1 : 0
-                case .int(let i) where i >= 0 && i < 256: e.deletedFlags = Int(i)
-                case .null: break
-                default: throw .protocolError("changes entry: bad deleted flag")
-                }
-            }
-            if a.count > 4, let s = a[4].intValue { e.bodySize = Int(s) }
-            out.append(e)
+            guard let a = item.arrayValue else { throw .protocolError(entryShape(what)) }
+            out.append(try make(a[...]))
         }
         return out
     }
 
-    static func decodeProposals(_ body: [UInt8]) throws(ReplicationError) -> [ProposedChange] {
-        if body.isEmpty { return [] }
-        let v = try parse(body, what: "proposeChanges")
-        if v == .null { return [] }
-        guard let items = v.arrayValue else { throw .protocolError("proposeChanges body is not an array") }
-        var out: [ProposedChange] = []
-        out.reserveCapacity(items.count)
-        for item in items {
-            guard let a = item.arrayValue, a.count >= 2 else { throw .protocolError("proposeChanges entry is not [docID, revID, …]") }
-            var p = ProposedChange(documentID: try documentID(a[0], what: "proposeChanges"),
-                                   revisionID: try revisionID(a[1], what: "proposeChanges"))
-            if a.count > 2, let parent = a[2].stringValue, !parent.isEmpty {
-                p.remoteParent = try revisionID(a[2], what: "proposeChanges parent")
+    private static func entryShape(_ what: String) -> String {
+        what == "changes" ? "changes entry is not [seq, docID, revID, …]" : "proposeChanges entry is not [docID, revID, …]"
+    }
+
+    /// One `changes` entry: `[sequence, docID, revID, deleted?, bodySize?]`.
+    private static func changeEntry(_ a: ArraySlice<JSONValue>) throws(ReplicationError) -> ChangeEntry {
+        guard a.count >= 3 else { throw .protocolError(entryShape("changes")) }
+        let i = a.startIndex
+        var e = ChangeEntry(sequence: a[i], documentID: try documentID(a[i + 1], what: "changes"),
+                            revisionID: try revisionID(a[i + 2], what: "changes"))
+        if a.count > 3 {
+            switch a[i + 3] {
+            case .bool(let b): e.deletedFlags = b ? 1 : 0
+            case .int(let f) where f >= 0 && f < 256: e.deletedFlags = Int(f)
+            case .null: break
+            default: throw .protocolError("changes entry: bad deleted flag")
             }
-            out.append(p)
         }
-        return out
+        if a.count > 4, let s = a[i + 4].intValue { e.bodySize = Int(s) }
+        return e
+    }
+
+    /// One `proposeChanges` entry: `[docID, revID, remoteParent?]`.
+    private static func proposedChange(_ a: ArraySlice<JSONValue>) throws(ReplicationError) -> ProposedChange {
+        guard a.count >= 2 else { throw .protocolError(entryShape("proposeChanges")) }
+        let i = a.startIndex
+        var p = ProposedChange(documentID: try documentID(a[i], what: "proposeChanges"),
+                               revisionID: try revisionID(a[i + 1], what: "proposeChanges"))
+        if a.count > 2, let parent = a[i + 2].stringValue, !parent.isEmpty {
+            p.remoteParent = try revisionID(a[i + 2], what: "proposeChanges parent")
+        }
+        return p
     }
 
     /// A `changes` response for `count` entries (missing trailing entries mean 0).

@@ -23,4 +23,29 @@ import FerryStore
             throw .protocolError("no parser for \(profile)")
         }
     }
+
+    /// Whether the direct reader of a `changes`/`proposeChanges` body and the general JSON
+    /// parser give the same entries, or the same error, for `body` (the fuzz target checks
+    /// every input it makes). False for other profiles.
+    public static func readersAgree(profile: String, body: [UInt8]) -> Bool {
+        func outcome<T: Equatable>(_ decode: () throws(ReplicationError) -> [T]) -> DecodeOutcome<T> {
+            do { return .entries(try decode()) } catch { return .error("\(error)") }
+        }
+        switch profile {
+        case "changes":
+            return outcome { () throws(ReplicationError) in try ReplicationMessages.decodeChanges(body) }
+                == outcome { () throws(ReplicationError) in try ReplicationMessages.decodeChanges(body, direct: false) }
+        case "proposeChanges":
+            return outcome { () throws(ReplicationError) in try ReplicationMessages.decodeProposals(body) }
+                == outcome { () throws(ReplicationError) in try ReplicationMessages.decodeProposals(body, direct: false) }
+        default:
+            return false
+        }
+    }
+}
+
+/// What decoding a body gave, comparable: its entries, or its error's text.
+enum DecodeOutcome<T: Equatable>: Equatable {
+    case entries([T])
+    case error(String)
 }
