@@ -148,18 +148,18 @@ enum ReplicationMessages {
     /// A `changes` body; `null` (Sync Gateway's caught-up signal) and `[]` are empty.
     /// `direct: false` skips the direct reader (for tests that compare the two readers).
     static func decodeChanges(_ body: [UInt8], direct: Bool = true) throws(ReplicationError) -> [ChangeEntry] {
-        try decodeEntries(body, what: "changes", direct: direct, changeEntry)
+        try decodeEntries(body, what: "changes", shape: changesShape, direct: direct, changeEntry)
     }
 
     /// A `proposeChanges` body (`direct` as in `decodeChanges`).
     static func decodeProposals(_ body: [UInt8], direct: Bool = true) throws(ReplicationError) -> [ProposedChange] {
-        try decodeEntries(body, what: "proposeChanges", direct: direct, proposedChange)
+        try decodeEntries(body, what: "proposeChanges", shape: proposalShape, direct: direct, proposedChange)
     }
 
     /// The entries of a `changes` or `proposeChanges` body, each made by `make` from its values.
     /// The usual shape is read directly (`ReplicationBodyScanner`); anything else goes through
     /// the general parser, which accepts and refuses the same bodies.
-    private static func decodeEntries<T>(_ body: [UInt8], what: String, direct: Bool,
+    private static func decodeEntries<T>(_ body: [UInt8], what: String, shape: String, direct: Bool,
                                          _ make: (ArraySlice<JSONValue>) throws(ReplicationError) -> T) throws(ReplicationError) -> [T] {
         if body.isEmpty { return [] }
         guard body.count <= maxBodySize else { throw .protocolError("\(what) body over \(maxBodySize) bytes") }
@@ -178,19 +178,19 @@ enum ReplicationMessages {
         guard let items = v.arrayValue else { throw .protocolError("\(what) body is not an array") }
         out.reserveCapacity(items.count)
         for item in items {
-            guard let a = item.arrayValue else { throw .protocolError(entryShape(what)) }
+            guard let a = item.arrayValue else { throw .protocolError(shape) }
             out.append(try make(a[...]))
         }
         return out
     }
 
-    private static func entryShape(_ what: String) -> String {
-        what == "changes" ? "changes entry is not [seq, docID, revID, …]" : "proposeChanges entry is not [docID, revID, …]"
-    }
+    /// The errors for an entry of the wrong shape.
+    private static let changesShape = "changes entry is not [seq, docID, revID, …]"
+    private static let proposalShape = "proposeChanges entry is not [docID, revID, …]"
 
     /// One `changes` entry: `[sequence, docID, revID, deleted?, bodySize?]`.
     private static func changeEntry(_ a: ArraySlice<JSONValue>) throws(ReplicationError) -> ChangeEntry {
-        guard a.count >= 3 else { throw .protocolError(entryShape("changes")) }
+        guard a.count >= 3 else { throw .protocolError(changesShape) }
         let i = a.startIndex
         var e = ChangeEntry(sequence: a[i], documentID: try documentID(a[i + 1], what: "changes"),
                             revisionID: try revisionID(a[i + 2], what: "changes"))
@@ -208,7 +208,7 @@ enum ReplicationMessages {
 
     /// One `proposeChanges` entry: `[docID, revID, remoteParent?]`.
     private static func proposedChange(_ a: ArraySlice<JSONValue>) throws(ReplicationError) -> ProposedChange {
-        guard a.count >= 2 else { throw .protocolError(entryShape("proposeChanges")) }
+        guard a.count >= 2 else { throw .protocolError(proposalShape) }
         let i = a.startIndex
         var p = ProposedChange(documentID: try documentID(a[i], what: "proposeChanges"),
                                revisionID: try revisionID(a[i + 1], what: "proposeChanges"))

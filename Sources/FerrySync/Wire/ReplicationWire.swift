@@ -45,7 +45,7 @@ import FerryStore
 }
 
 /// What decoding a body gave, comparable: its entries, or its error's text.
-enum DecodeOutcome<T: Equatable>: Equatable {
+private enum DecodeOutcome<T: Equatable>: Equatable {
     case entries([T])
     case error(String)
 }
