@@ -77,11 +77,7 @@ enum ReplicationMessages {
     /// zeros dropped as Couchbase Lite does. Written directly (one answer per proposed document,
     /// on every batch), byte for byte what `CanonicalJSON` writes for the same array.
     static func encodeChangeAnswers(_ answers: [ChangeAnswer]) -> [UInt8] {
-        let count = answers.lastIndex { $0 != .skip && $0 != .error(0) }.map { $0 + 1 } ?? 0
-        var out: [UInt8] = [UInt8(ascii: "[")]
-        out.reserveCapacity(2 + count * 3)
-        for (i, answer) in answers.prefix(count).enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
+        trimmedArray(answers, isZero: { $0 == .skip || $0 == .error(0) }) { answer, out in
             switch answer {
             case .send(let known):
                 out.append(UInt8(ascii: "["))
@@ -94,8 +90,6 @@ enum ReplicationMessages {
             case .error(let s): out.append(contentsOf: String(s).utf8)
             }
         }
-        out.append(UInt8(ascii: "]"))
-        return out
     }
 
     /// A `proposeChanges` response: 0, 304, `{"rev":…,"status":409}`; trailing zeros dropped.
@@ -103,11 +97,7 @@ enum ReplicationMessages {
     /// `conflictIncludesRev` property); otherwise a conflict is the bare status, as a client
     /// that did not ask expects. Written directly, as `encodeChangeAnswers`.
     static func encodeProposalStatuses(_ statuses: [ProposalStatus], conflictIncludesRev: Bool = true) -> [UInt8] {
-        let count = statuses.lastIndex { $0 != .send && $0 != .error(0) }.map { $0 + 1 } ?? 0
-        var out: [UInt8] = [UInt8(ascii: "[")]
-        out.reserveCapacity(2 + count * 4)
-        for (i, status) in statuses.prefix(count).enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
+        trimmedArray(statuses, isZero: { $0 == .send || $0 == .error(0) }) { status, out in
             switch status {
             case .send: out.append(UInt8(ascii: "0"))
             case .alreadyHave: out.append(contentsOf: "304".utf8)
@@ -119,6 +109,18 @@ enum ReplicationMessages {
             case .conflict: out.append(contentsOf: "409".utf8)
             case .error(let s): out.append(contentsOf: String(s).utf8)
             }
+        }
+    }
+
+    /// The JSON array of `items`, each written by `write`, without the trailing items that are
+    /// written as 0 (`isZero`): the shape of both answers.
+    private static func trimmedArray<T>(_ items: [T], isZero: (T) -> Bool, write: (T, inout [UInt8]) -> Void) -> [UInt8] {
+        let count = items.lastIndex { !isZero($0) }.map { $0 + 1 } ?? 0
+        var out: [UInt8] = [UInt8(ascii: "[")]
+        out.reserveCapacity(2 + count * 4)
+        for (i, item) in items.prefix(count).enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            write(item, &out)
         }
         out.append(UInt8(ascii: "]"))
         return out
