@@ -26,13 +26,15 @@ struct ShutdownTests {
     static func terminate(_ p: Process) async -> (status: Int32, reason: Process.TerminationReason, seconds: Double) {
         let start = ContinuousClock.now
         kill(p.processIdentifier, SIGTERM)
-        await offPool { p.waitUntilExit() }
-        let d = ContinuousClock.now - start
+        // The exit is timed on the thread that sees it: resuming this task can wait for a
+        // cooperative-pool thread, which the suites running beside this one may keep busy.
+        let exited = await offPool { p.waitUntilExit(); return ContinuousClock.now }
+        let d = exited - start
         return (p.terminationStatus, p.terminationReason, Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18)
     }
 
     /// 100,000 documents served; a pull from this process; SIGTERM to the server mid-pull: it
-    /// exits 0 within 10 s. Served again on the same port (the checkpoint is per URL), a second
+    /// exits 0 within the 8 s docs/daemon.md promises. Served again on the same port (the checkpoint is per URL), a second
     /// pull resumes from the checkpoint (fewer than 100,000 transferred) and ends with all.
     @Test func sigtermMidPullExitsCleanlyAndThePullResumes() async throws {
         let dir = TempDir()
@@ -63,7 +65,7 @@ struct ShutdownTests {
         let (status, reason, seconds) = await Self.terminate(server)
         print("ferry serve exited \(status) \(seconds) s after SIGTERM, \(pulledBefore)+ documents into the pull")
         #expect(reason == .exit && status == 0)
-        #expect(seconds < 10)
+        #expect(seconds < 8)
         await first.stop()
         let afterFirst = try local.documentCount()
         #expect(afterFirst >= 20_000 && afterFirst < total)

@@ -299,9 +299,18 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
 
     /// Closes the connection (WebSocket 1000 by default; a server shutting down says 1001,
     /// "going away") and waits until it is closed. Pending requests fail with `.disconnected`.
-    public func close(code: CloseCode = .normalClosure, reason: String = "") async {
-        onLoop { $0.ws?.close(code: code, reason: reason) }
+    /// A peer that has not answered the close within `timeout` seconds (the WebSocket
+    /// configuration's `closeTimeout` when nil) is dropped.
+    public func close(code: CloseCode = .normalClosure, reason: String = "", timeout: Double? = nil) async {
+        onLoop { $0.ws?.close(code: code, reason: reason, timeout: timeout) }
         _ = await closed()
+    }
+
+    /// Drops the connection at once, without a close handshake and without sending what is
+    /// still queued: for when waiting on the peer is not an option (a shutdown past its
+    /// deadline). Pending requests fail; `closed()` returns.
+    public func abort(reason: String) {
+        onLoop { $0.ws?.abort(.closed(code: .goingAway, reason: reason)) }
     }
 
     /// Waits until the connection is closed; returns the error that closed it, if any.

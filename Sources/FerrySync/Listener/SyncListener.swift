@@ -241,12 +241,20 @@ public final class SyncListener: Sendable {
 
     /// Stops accepting and closes every client connection with WebSocket 1001 ("going
     /// away"), which tells a client the server is leaving, not that it refused the client:
-    /// a replicator retries later.
-    public func stop() async {
+    /// a replicator retries later (from its checkpoint).
+    ///
+    /// A client gets `gracePeriod` seconds to answer the close; one that does not (it stopped
+    /// reading, so the close frame waits behind the revisions already queued for it) is
+    /// dropped. Cancelling the calling task drops every connection still open at once.
+    public func stop(gracePeriod: Double = 2) async {
         await listener.close()
         let all = shared.peers.withLock { Array($0.values) }
-        await withTaskGroup(of: Void.self) { g in
-            for c in all { g.addTask { await c.close(code: .goingAway, reason: "server shutting down") } }
+        await withTaskCancellationHandler {
+            await withTaskGroup(of: Void.self) { g in
+                for c in all { g.addTask { await c.close(code: .goingAway, reason: "server shutting down", timeout: gracePeriod) } }
+            }
+        } onCancel: {
+            for c in all { c.abort(reason: "server shutting down") }
         }
     }
 }

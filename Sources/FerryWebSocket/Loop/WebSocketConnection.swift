@@ -116,12 +116,13 @@ public final class WebSocketConnection: ConnectionHandler, @unchecked Sendable {
     }
 
     /// Starts the close handshake. The handler's `webSocketDidClose` follows when it completes
-    /// or `closeTimeout` passes.
-    public func close(code: CloseCode = .normalClosure, reason: String = "") {
+    /// or `timeout` seconds pass (the configuration's `closeTimeout` when nil); then the
+    /// connection is dropped.
+    public func close(code: CloseCode = .normalClosure, reason: String = "", timeout: Double? = nil) {
         loop.preconditionInLoop()
         guard !finished, machine.closeState == .open else { return }
         machine.sendClose(code: code, reason: reason)
-        armCloseTimer()
+        armCloseTimer(timeout)
     }
 
     /// Stops reading from the socket until `resumeReading()` (inbound backpressure).
@@ -203,9 +204,9 @@ public final class WebSocketConnection: ConnectionHandler, @unchecked Sendable {
 
     // MARK: Timers
 
-    private func armCloseTimer() {
+    private func armCloseTimer(_ timeout: Double? = nil) {
         guard closeTimer == nil, !finished else { return }
-        closeTimer = loop.schedule(after: configuration.closeTimeout) { [weak self] in
+        closeTimer = loop.schedule(after: timeout ?? configuration.closeTimeout) { [weak self] in
             guard let self else { return }
             if self.failure == nil && self.receivedClose == nil { self.failure = .timedOut }
             self.tcp.abort(nil)
