@@ -203,11 +203,17 @@ public final class WebSocketConnection: ConnectionHandler, @unchecked Sendable {
     }
 
     // MARK: Timers
+    //
+    // The timers hold the connection strongly, not `[weak self]`: a weak reference moves an
+    // object's reference count to a side table for good, after which every retain and release
+    // of it — several per frame, from the loop and the pool — takes the runtime's slow path
+    // (it was a fifth of a replication server's loop thread). A strong capture makes no cycle
+    // that outlives the connection: `connectionClosed` cancels all three timers, which drops
+    // their closures, and a timer that fires first finds the connection closed and stops.
 
     private func armCloseTimer(_ timeout: Double? = nil) {
         guard closeTimer == nil, !finished else { return }
-        closeTimer = loop.schedule(after: timeout ?? configuration.closeTimeout) { [weak self] in
-            guard let self else { return }
+        closeTimer = loop.schedule(after: timeout ?? configuration.closeTimeout) { [self] in
             if self.failure == nil && self.receivedClose == nil { self.failure = .timedOut }
             self.tcp.abort(nil)
         }
@@ -218,27 +224,27 @@ public final class WebSocketConnection: ConnectionHandler, @unchecked Sendable {
     private func schedulePing() {
         guard let interval = configuration.pingInterval, !finished else { return }
         lastActivity = loopNow()
-        pingTimer = loop.schedule(after: interval) { [weak self] in self?.pingTimerFired() }
+        pingTimer = loop.schedule(after: interval) { [self] in pingTimerFired() }
     }
 
     private func pingTimerFired() {
         guard let interval = configuration.pingInterval, isOpen else { return }
         let idle = Double(loopNow() &- lastActivity) / 1e9
         if idle + 0.001 < interval {
-            pingTimer = loop.schedule(after: interval - idle) { [weak self] in self?.pingTimerFired() }
+            pingTimer = loop.schedule(after: interval - idle) { [self] in pingTimerFired() }
             return
         }
         machine.sendPing(UnsafeRawBufferPointer(start: nil, count: 0))
         if pongDeadline == nil {
-            pongDeadline = loop.schedule(after: configuration.pingTimeout) { [weak self] in
-                guard let self, self.isOpen else { return }
+            pongDeadline = loop.schedule(after: configuration.pingTimeout) { [self] in
+                guard isOpen else { return }
                 self.failure = .timedOut
                 // Dropped at once: a peer that stopped answering may also have stopped reading,
                 // and a close that waits to flush what is queued for it would never finish.
                 self.tcp.abort(nil)
             }
         }
-        pingTimer = loop.schedule(after: interval) { [weak self] in self?.pingTimerFired() }
+        pingTimer = loop.schedule(after: interval) { [self] in pingTimerFired() }
     }
 }
 
