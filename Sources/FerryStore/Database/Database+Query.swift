@@ -101,7 +101,7 @@ extension Database {
             var out: [Document] = []
             while try s.step() {
                 let id = s.string(0)
-                guard let rev = try? RevisionID(s.string(1)) else { throw .corruptRevisionTree(documentID: id) }
+                let rev = try s.revisionID(1, of: id)
                 let props = try WriteTransaction.properties(of: s.bytes(4), documentID: id)
                 out.append(Document(id: id, revisionID: rev, properties: props, isDeleted: s.int(2) != 0, sequence: s.int64(3)).from(uuid))
             }

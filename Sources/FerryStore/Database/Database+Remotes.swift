@@ -143,7 +143,7 @@ extension Database {
                 let id = s.string(0)
                 if trees[id] == nil {
                     let sequence = s.int64(3)
-                    guard let rev = try? RevisionID(s.string(1)) else { throw .corruptRevisionTree(documentID: id) }
+                    let rev = try s.revisionID(1, of: id)
                     if let previous = changes.last, previous.sequence > sequence { ordered = false }
                     changes.append(Change(documentID: id, revisionID: rev, isDeleted: s.int(2) != 0, sequence: sequence,
                                           hasOtherLeaves: s.int(8) & 2 != 0))

@@ -307,7 +307,7 @@ public final class Database: Sendable {
             guard try s.step() else { return nil }
             let deleted = s.int(1) != 0
             if deleted && !includeDeleted { return nil }
-            guard let rev = try? RevisionID(s.string(0)) else { throw .corruptRevisionTree(documentID: id) }
+            let rev = try s.revisionID(0, of: id)
             let props = try WriteTransaction.properties(of: s.bytes(3), documentID: id)
             return Document(id: id, revisionID: rev, properties: props, isDeleted: deleted, sequence: s.int64(2)).from(uuid)
         }
@@ -400,7 +400,7 @@ public final class Database: Sendable {
             var out: [Change] = []
             while try s.step() {
                 let id = s.string(0)
-                guard let rev = try? RevisionID(s.string(1)) else { throw .corruptRevisionTree(documentID: id) }
+                let rev = try s.revisionID(1, of: id)
                 out.append(Change(documentID: id, revisionID: rev, isDeleted: s.int(2) != 0, sequence: s.int64(3),
                                   hasOtherLeaves: s.int(4) & 2 != 0))
             }

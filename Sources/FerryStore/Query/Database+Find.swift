@@ -125,7 +125,7 @@ extension Database {
     /// The document in a row of `doc_id, rev_id, sequence, body`, and its selector view.
     private func readRow(_ s: Statement) throws(StoreError) -> (document: Document, json: JSONValue) {
         let id = s.string(0)
-        guard let rev = try? RevisionID(s.string(1)) else { throw .corruptRevisionTree(documentID: id) }
+        let rev = try s.revisionID(1, of: id)
         let props = try WriteTransaction.properties(of: s.bytes(3), documentID: id)
         let doc = Document(id: id, revisionID: rev, properties: props, isDeleted: false, sequence: s.int64(2)).from(uuid)
         return (doc, Self.mangoJSON(id: id, revision: rev, properties: props, deleted: false))

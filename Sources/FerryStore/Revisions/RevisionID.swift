@@ -49,7 +49,8 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
         self = parsed
     }
 
-    private init?(parsing raw: UnsafeRawBufferPointer) {
+    /// Parses the UTF-8 text of a revision ID in `raw`, or nil.
+    init?(parsing raw: UnsafeRawBufferPointer) {
         // Plain pointer loops: this runs several times per replicated document.
         let n = raw.count
         guard n >= 3, n <= Self.maxLength, let p = raw.baseAddress?.assumingMemoryBound(to: UInt8.self),

@@ -93,6 +93,16 @@ final class Statement {
         let n = Int(sqlite3_column_bytes(handle, col))
         return String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self)
     }
+    /// The column's text read as a revision ID, straight from SQLite's buffer (no string made
+    /// first). A stored ID that does not parse means the row of `documentID` is corrupt.
+    func revisionID(_ col: Int32, of documentID: String) throws(StoreError) -> RevisionID {
+        let p = sqlite3_column_text(handle, col)
+        let n = Int(sqlite3_column_bytes(handle, col))
+        guard let rev = RevisionID(parsing: UnsafeRawBufferPointer(start: p, count: p == nil ? 0 : n)) else {
+            throw .corruptRevisionTree(documentID: documentID)
+        }
+        return rev
+    }
     func bytes(_ col: Int32) -> [UInt8] {
         // Ask for the pointer first: sqlite3_column_bytes after a type conversion is exact.
         guard let p = sqlite3_column_blob(handle, col) else { return [] }
