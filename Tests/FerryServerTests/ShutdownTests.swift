@@ -34,8 +34,9 @@ struct ShutdownTests {
     }
 
     /// 100,000 documents served; a pull from this process; SIGTERM to the server mid-pull: it
-    /// exits 0 within the 8 s docs/daemon.md promises. Served again on the same port (the checkpoint is per URL), a second
-    /// pull resumes from the checkpoint (fewer than 100,000 transferred) and ends with all.
+    /// exits 0 within the 8 s docs/daemon.md promises. Served again on the same port (the
+    /// checkpoint is per URL), a second pull resumes from the checkpoint (fewer than 100,000
+    /// transferred) and ends with all.
     @Test func sigtermMidPullExitsCleanlyAndThePullResumes() async throws {
         let dir = TempDir()
         let total = 100_000
