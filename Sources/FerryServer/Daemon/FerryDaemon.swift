@@ -307,17 +307,15 @@ public final class FerryDaemon: Sendable {
         // Where a slow stop spent its time, for whoever has to explain it.
         let end = ContinuousClock.now
         logger.info("stopped", metadata: [
-            "seconds": "\(Self.seconds(end - start))",
-            "replications": "\(Self.seconds(replicationsStopped - start))",
-            "clients": "\(Self.seconds(clientsClosed - replicationsStopped))",
-            "databases": "\(Self.seconds(end - clientsClosed))",
+            "seconds": "\(Self.milliseconds(end - start))",
+            "replications": "\(Self.milliseconds(replicationsStopped - start))",
+            "clients": "\(Self.milliseconds(clientsClosed - replicationsStopped))",
+            "databases": "\(Self.milliseconds(end - clientsClosed))",
         ])
     }
 
-    private static func seconds(_ d: Duration) -> String {
-        let (s, atto) = d.components
-        return String(Double(Int(((Double(s) + Double(atto) / 1e18) * 1000).rounded())) / 1000)
-    }
+    /// Seconds to the millisecond.
+    private static func milliseconds(_ d: Duration) -> Double { (d.seconds * 1000).rounded() / 1000 }
 
     /// The hex SHA-256 of the leaf certificate (what peers pin).
     static func certificatePin(_ chain: PEMSource) throws -> String {

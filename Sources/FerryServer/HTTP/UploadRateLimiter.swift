@@ -24,7 +24,7 @@ final class UploadRateLimiter: Sendable {
             if b.count > 10_000 { b = b.filter { now - $0.value.last < .seconds(10) } }
             var bucket = b[address] ?? Bucket(tokens: rate, last: now)
             let elapsed = now - bucket.last
-            bucket.tokens = min(rate, bucket.tokens + rate * (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18))
+            bucket.tokens = min(rate, bucket.tokens + rate * elapsed.seconds)
             bucket.last = now
             bucket.tokens -= Double(count)
             b[address] = bucket

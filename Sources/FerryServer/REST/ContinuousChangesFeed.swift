@@ -114,8 +114,7 @@ actor LongpollHeartbeatFeed {
         var changed = false
         let left = deadline - .now
         if left > .zero, !Task.isCancelled {
-            let seconds = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
-            changed = await RESTRouter.waitOrTimeout(db, after: empty.last, seconds: min(every, seconds))
+            changed = await RESTRouter.waitOrTimeout(db, after: empty.last, seconds: min(every, left.seconds))
             if !changed && !Task.isCancelled && ContinuousClock.now < deadline { return [10] }
         }
         ended = true

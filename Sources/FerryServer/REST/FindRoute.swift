@@ -27,7 +27,7 @@ extension RESTRouter {
         if !result.warnings.isEmpty { out["warning"] = .string(result.warnings.joined(separator: "\n")) }
         if query.executionStats {
             let elapsed = ContinuousClock.now - started
-            let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+            let ms = elapsed.seconds * 1000
             out["execution_stats"] = .object([
                 "total_keys_examined": .int(Int64(result.keysExamined)),
                 "total_docs_examined": .int(Int64(result.documentsExamined)),
