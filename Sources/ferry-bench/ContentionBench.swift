@@ -60,6 +60,16 @@ struct ContentionBench: AsyncParsableCommand {
         wrk.headers["Content-Type"] = "application/json"
         wrk.body = [[\(String(decoding: bulkBody, as: UTF8.self))]]
         """
+        // What the storm costs the server, measured alone: its CPU per stored document.
+        if let storm = try Wrk.launch(url: "http://127.0.0.1:\(port)/load/_bulk_docs", authorization: auth, threads: 1,
+                                      connections: writers, seconds: 4, script: bulkScript) {
+            let cpu0 = SyncBench.cpu(pid: server.pid)
+            let outcome = storm.wait()
+            let cpu = SyncBench.cpu(pid: server.pid) - cpu0
+            let docs = outcome.requestsPerSecond * Double(docsPerRequest)
+            print(String(format: "write storm alone: %.0f docs/s; ferry serve CPU %.1f µs per document stored",
+                         docs, docs > 0 ? cpu * 1e6 / (docs * 4) : .nan))
+        }
         let getURL = "http://127.0.0.1:\(port)/bench/doc"
         var pullRatios: [Double] = [], p99Ratios: [Double] = []
         for round in 1...rounds {

@@ -22,6 +22,42 @@ import Testing
         #expect(String(decoding: once, as: UTF8.self) == #"{"a":{"c":true,"d":null},"b":[1,2.5,"x\u0001"],"e":1e+300}"#)
     }
 
+    /// The block-at-a-time string writer and the bytewise key order, against the plain
+    /// definitions they replace, on random strings: escapes at every offset of a block, runs
+    /// longer than a block, non-ASCII text.
+    @Test func stringWriterAndKeyOrderMatchTheirDefinitions() {
+        func reference(_ s: String) -> [UInt8] {
+            var out: [UInt8] = [0x22]
+            for c in s.utf8 {
+                switch c {
+                case 0x22, 0x5C: out += [0x5C, c]
+                case 0x0A: out += Array(#"\n"#.utf8)
+                case 0x0D: out += Array(#"\r"#.utf8)
+                case 0x09: out += Array(#"\t"#.utf8)
+                case 0..<0x20, 0x7F: out += Array(#"\u00"#.utf8) + [Hex.digits[Int(c >> 4)], Hex.digits[Int(c & 0xF)]]
+                default: out.append(c)
+                }
+            }
+            return out + [0x22]
+        }
+        let alphabet: [String] = ["a", "b", "Z", " ", "\"", "\\", "\n", "\r", "\t", "\u{1}", "\u{1F}", "\u{7F}", "é", "日", "😀", "~"]
+        var rng = SeededGenerator(seed: 36)
+        var keys: [String] = []
+        for _ in 0..<2_000 {
+            let length = Int(rng.next() % 70)
+            // Mostly plain text, so whole blocks are skipped and the escapes fall at every offset.
+            let s = String((0..<length).map { _ in rng.next() % 4 == 0 ? Character(alphabet[Int(rng.next() % UInt64(alphabet.count))]) : "x" })
+            var out: [UInt8] = []
+            CanonicalJSON.writeString(s, to: &out)
+            #expect(out == reference(s), "\(s.debugDescription)")
+            keys.append(s)
+        }
+        for (a, b) in zip(keys, keys.shuffled(using: &rng)) {
+            #expect(CanonicalJSON.utf8Precedes(a, b) == a.utf8.lexicographicallyPrecedes(b.utf8))
+        }
+        #expect(CanonicalJSON.utf8Precedes("ab", "abc") && !CanonicalJSON.utf8Precedes("abc", "ab") && !CanonicalJSON.utf8Precedes("", ""))
+    }
+
     @Test(arguments: [
         "", " ", "{", "}", "{\"a\"}", "{\"a\":}", "{\"a\":1,}", "[1,]", "[1 2]", "{'a':1}", "{\"a\":01}",
         "{\"a\":1.}", "{\"a\":.5}", "{\"a\":1e}", "{\"a\":-}", "{\"a\":tru}", "{\"a\":nul}", "{\"a\":NaN}",

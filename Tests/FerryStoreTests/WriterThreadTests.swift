@@ -98,10 +98,11 @@ import Testing
         #expect(try db.document("x") != nil)
         #expect(try db.document("taken")?.properties["v"] == 1)
         #expect(try db.document("taken")?.revisionID == first.revisionID)
-        // Sequences stay dense and in queue order: the rolled-back save took none.
+        // Sequences stay dense: the rolled-back save took none. (Which write queued first is
+        // up to the pool threads that ran the tasks, so the order is not asserted.)
         let changes = try db.changes(since: first.sequence)
         #expect(changes.map(\.sequence) == Array(first.sequence + 1...first.sequence + 7))
-        #expect(changes.map(\.documentID) == ["d0", "d1", "d2", "x", "d3", "d4", "d5"])
+        #expect(Set(changes.map(\.documentID)) == ["d0", "d1", "d2", "x", "d3", "d4", "d5"])
         for i in 0..<6 { #expect(try db.document("d\(i)")?.properties["i"] == .int(Int64(i))) }
     }
 

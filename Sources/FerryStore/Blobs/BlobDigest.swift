@@ -46,7 +46,7 @@ final class SHA1Stream {
 
     init() throws(StoreError) {
         guard let ctx = EVP_MD_CTX_new() else { throw .io(operation: "EVP_MD_CTX_new", errno: ENOMEM) }
-        guard EVP_DigestInit_ex(ctx, EVP_sha1(), nil) == 1 else {
+        guard EVP_DigestInit_ex(ctx, SHA1.evpAlgorithm, nil) == 1 else {
             EVP_MD_CTX_free(ctx)
             throw .io(operation: "EVP_DigestInit_ex(sha1)", errno: EINVAL)
         }

@@ -1,4 +1,3 @@
-import COpenSSL
 
 /// A revision ID, `<generation>-<digest>`: the generation is a positive decimal integer (root 1,
 /// child = parent + 1) and the digest lowercase hex of even length (2–128 digits).
@@ -198,22 +197,19 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
     /// The formula on the parent's text, so the 255-byte truncation can be checked with
     /// parents longer than any `RevisionID` this store accepts.
     static func make(parentText: String, generation: Int, deleted: Bool, canonicalBody: [UInt8]) -> RevisionID {
-        let parentBytes = Array(parentText.utf8)
-        let n = min(parentBytes.count, 255)
-        var input: [UInt8] = []
-        input.reserveCapacity(2 + n + canonicalBody.count)
-        input.append(UInt8(n))
-        input.append(contentsOf: parentBytes[0..<n])
-        input.append(deleted ? 1 : 0)
-        input.append(contentsOf: canonicalBody)
-        return RevisionID(generation: generation, digest: sha1(input))
+        var parent = parentText
+        let digest = parent.withUTF8 { p in
+            let n = min(p.count, 255)
+            let head = [UInt8(n)], tail = [UInt8(deleted ? 1 : 0)]
+            return head.withUnsafeBytes { h in tail.withUnsafeBytes { t in canonicalBody.withUnsafeBytes { b in
+                SHA1.digest(h, UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(p)[0..<n]), t, b)
+            } } }
+        }
+        return RevisionID(generation: generation, digest: digest)
     }
 
     static func sha1(_ input: [UInt8]) -> [UInt8] {
-        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var len: UInt32 = 0
-        _ = EVP_Digest(input, input.count, &digest, &len, EVP_sha1(), nil)
-        return Array(digest[..<Int(len)])
+        input.withUnsafeBytes { SHA1.digest($0) }
     }
 
 }
