@@ -1,4 +1,3 @@
-
 /// A revision ID, `<generation>-<digest>`: the generation is a positive decimal integer (root 1,
 /// child = parent + 1) and the digest lowercase hex of even length (2–128 digits).
 ///
