@@ -46,13 +46,6 @@ enum ReplicatorTuning {
     /// fewer commits rewrite the indexes' hot pages less.
     static let passiveTransactionSize = batchSize
 
-    /// A listener's transaction smaller than this waits for revisions on their way: 1, so it
-    /// never waits. The writer is the push's bottleneck, and a writer lingering for the rest of
-    /// a batch sat idle; what arrives while a transaction commits makes the next one anyway.
-    /// Without the linger (four interleaved pairs, docs/performance.md): Ferry's push 9–12 %
-    /// faster, a simple client's 15–18 % faster, each at the server's CPU per document as before.
-    static let passiveLingerBatch = 1
-
     // MARK: Messages
 
     /// Ancestors sent in a `rev`'s history (LiteCore's default `maxHistory`).

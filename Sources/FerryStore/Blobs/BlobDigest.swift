@@ -27,7 +27,7 @@ public struct BlobDigest: Hashable, Sendable, CustomStringConvertible {
 
     /// The digest of `bytes` (one-shot; `BlobWriter` hashes a stream incrementally).
     public init(of bytes: [UInt8]) {
-        self.init(bytes: RevisionID.sha1(bytes))
+        self.init(bytes: SHA1.digest(of: bytes))
     }
 
     /// `sha1-` followed by the standard (padded) base64 of the 20 bytes.

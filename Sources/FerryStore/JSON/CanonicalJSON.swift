@@ -60,14 +60,10 @@ public enum CanonicalJSON {
         out.append(UInt8(ascii: "}"))
     }
 
-    /// Keys in bytewise UTF-8 order (not Swift's `String <`, which compares Unicode scalars
-    /// after normalisation and would differ from other implementations).
-    static func sortedKeys(_ o: [String: JSONValue]) -> [String] {
-        o.keys.sorted(by: utf8Precedes)
-    }
-
-    /// Whether `a`'s UTF-8 sorts before `b`'s, bytewise: one `memcmp` on the strings' own
-    /// buffers (native strings, every key parsed or built here, need no copy).
+    /// Whether `a`'s UTF-8 sorts before `b`'s, bytewise — the order of an object's keys (not
+    /// Swift's `String <`, which compares Unicode scalars after normalisation and would differ
+    /// from other implementations): one `memcmp` on the strings' own buffers (native strings,
+    /// every key parsed or built here, need no copy).
     static func utf8Precedes(_ a: String, _ b: String) -> Bool {
         var a = a, b = b
         return a.withUTF8 { x in b.withUTF8 { y in

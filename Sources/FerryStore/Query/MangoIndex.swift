@@ -88,7 +88,7 @@ public struct MangoIndex: Sendable, Equatable {
     public static func automaticName(fields: [MangoSort.Field], partialFilter: JSONValue?) -> String {
         let definition = CanonicalJSON.encode(.object(["fields": .array(fields.map { .object([$0.path.text: .string($0.direction)]) }),
                                                        "partial_filter_selector": partialFilter ?? .object([:])]))
-        return Hex.encode(RevisionID.sha1(definition))
+        return Hex.encode(SHA1.digest(of: definition))
     }
 
     /// The design document view that holds this index, as CouchDB writes it.

@@ -199,16 +199,11 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
         var parent = parentText
         let digest = parent.withUTF8 { p in
             let n = min(p.count, 255)
-            let head = [UInt8(n)], tail = [UInt8(deleted ? 1 : 0)]
-            return head.withUnsafeBytes { h in tail.withUnsafeBytes { t in canonicalBody.withUnsafeBytes { b in
-                SHA1.digest(h, UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(p)[0..<n]), t, b)
-            } } }
+            return withUnsafeBytes(of: UInt8(n)) { h in withUnsafeBytes(of: UInt8(deleted ? 1 : 0)) { t in
+                canonicalBody.withUnsafeBytes { b in SHA1.digest(h, UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(p)[0..<n]), t, b) }
+            } }
         }
         return RevisionID(generation: generation, digest: digest)
-    }
-
-    static func sha1(_ input: [UInt8]) -> [UInt8] {
-        input.withUnsafeBytes { SHA1.digest($0) }
     }
 
 }

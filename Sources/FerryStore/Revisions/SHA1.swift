@@ -14,25 +14,22 @@ enum SHA1 {
     /// The algorithm to initialise a digest context with (`SHA1Stream` hashes blobs with it).
     static var evpAlgorithm: OpaquePointer? { algorithm.pointer ?? EVP_sha1() }
 
-    /// The 20-byte digest of the pieces, in order.
+    /// The 20-byte digest of the pieces, in order (empty if OpenSSL fails, as `EVP_Digest`'s
+    /// unchecked answer was before).
     static func digest(_ pieces: UnsafeRawBufferPointer...) -> [UInt8] {
+        guard let context = EVP_MD_CTX_new() else { return [] }
+        defer { EVP_MD_CTX_free(context) }
         var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
-        guard let context = EVP_MD_CTX_new() else { return fallback(pieces) }
-        defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestInit_ex(context, evpAlgorithm, nil) == 1 else { return fallback(pieces) }
+        guard EVP_DigestInit_ex(context, evpAlgorithm, nil) == 1 else { return [] }
         for piece in pieces where !piece.isEmpty { _ = EVP_DigestUpdate(context, piece.baseAddress, piece.count) }
-        guard EVP_DigestFinal_ex(context, &out, &length) == 1 else { return fallback(pieces) }
+        guard EVP_DigestFinal_ex(context, &out, &length) == 1 else { return [] }
         return Array(out[..<Int(length)])
     }
 
-    /// The digest through the one-call interface, for when a context cannot be had.
-    private static func fallback(_ pieces: [UnsafeRawBufferPointer]) -> [UInt8] {
-        let input = pieces.flatMap { Array($0) }
-        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
-        _ = EVP_Digest(input, input.count, &out, &length, EVP_sha1(), nil)
-        return Array(out[..<Int(length)])
+    /// The digest of `bytes`.
+    static func digest(of bytes: [UInt8]) -> [UInt8] {
+        bytes.withUnsafeBytes { digest($0) }
     }
 }
 

@@ -11,7 +11,10 @@ import Synchronization
 /// the linger size (`setLingerBatch`) waits up to `lingerTime` for them: without it a stream
 /// splits into many transactions of a few revisions, each paying a commit. The linger size must
 /// stay well under the sender's window of unanswered revisions (a pull feed's is one batch), so
-/// the sender is never stalled waiting on a batch.
+/// the sender is never stalled waiting on a batch. Only a pull sets one: a listener taking a
+/// push never lingers, since its writer is the push's bottleneck and what arrives while one
+/// transaction commits makes the next anyway (Ferry's push 9–12 % faster without the wait,
+/// docs/performance.md).
 final class Inserter: Sendable {
     typealias Completion = @Sendable (Result<InsertOutcome, StoreError>) -> Void
 
@@ -42,8 +45,8 @@ final class Inserter: Sendable {
         var closed = false
         /// A batch smaller than this waits (briefly) for revisions on their way: at most
         /// `lingerLimit`, less after a wait timed out (see `run`).
-        var lingerBatch = 64
-        var lingerLimit = 64
+        var lingerBatch = 1
+        var lingerLimit = 1
         /// The most revisions one transaction takes.
         var maxBatch: Int
         /// A transaction was asked for even if nothing is queued (`requestCommit`).
@@ -105,8 +108,8 @@ final class Inserter: Sendable {
     }
 
     /// Sets the largest batch size under which the inserter waits for revisions on their way
-    /// (`ReplicatorTuning.lingerBatch`, `.passiveLingerBatch`); it lingers for fewer when the
-    /// sender turns out to keep fewer in flight.
+    /// (`ReplicatorTuning.lingerBatch`; the default, 1, never waits); it lingers for fewer when
+    /// the sender turns out to keep fewer in flight.
     func setLingerBatch(_ n: Int) {
         queue.withLock { q in
             q.lingerLimit = max(1, n)
@@ -159,8 +162,8 @@ final class Inserter: Sendable {
                 let late = self.queue.withLock { q -> CheckedContinuation<Void, Never>? in
                     guard q.waiterID == id, q.waiter != nil else { return nil }
                     // A sender that keeps fewer revisions unanswered than the linger size (a
-                    // simple client's small window) cannot fill the batch before it is
-                    // answered: linger next time only for as many as came in time.
+                    // small window) cannot fill the batch before it is answered: linger next
+                    // time only for as many as came in time.
                     q.lingerBatch = max(1, q.items.count)
                     defer { q.waiter = nil }
                     return q.waiter

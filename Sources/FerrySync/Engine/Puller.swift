@@ -72,7 +72,6 @@ final class Puller: Sendable {
             // unless its policy keeps conflicts as CouchDB does.
             inserter = Inserter(database: database, remote: nil, resolver: nil, allowConflicts: database.conflictPolicy == .keep,
                                 maxBatch: ReplicatorTuning.passiveTransactionSize, onTheWay: { ledger.onTheWay })
-            inserter.setLingerBatch(ReplicatorTuning.passiveLingerBatch)
         }
         // Batches are handled in arrival order, off the event loop, each once the ledger has
         // room; consecutive proposals (one per message, from a simple client) are answered
