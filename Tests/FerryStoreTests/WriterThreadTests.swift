@@ -137,6 +137,46 @@ import Testing
         #expect(try db.document("d0") != nil && db.document("d1") != nil)
     }
 
+    @Test func aFailingWriteThatChangedManyPagesIsRolledBackAlone() async throws {
+        // A savepoint's journal holds the pages its write changed: in memory up to SQLite's
+        // spill threshold (64 KiB by default), in a temporary file past it. One failing write
+        // of each size, among writes that succeed, in one batch.
+        let (db, dir) = try freshDatabase()
+        defer { db.close(); withExtendedLifetime(dir) {} }
+        let count = 3_000  // ~2 KiB each: ~6 MiB of pages
+        try await db.write { (d) throws(StoreError) in
+            for i in 0..<count { try d.save(Document(id: "p\(i)", properties: ["v": 0, "f": .string(String(repeating: "a", count: 2_000))])) }
+        }
+        let revisions = try (0..<count).map { try db.document("p\($0)")?.revisionID }
+        try db.save(Document(id: "taken", properties: ["v": 1]))
+        let before = db.writer.commits
+        let results = await Self.queueBehindHeldWrite(db, [
+            Self.saving(0), Self.updatingThenConflicting(5), Self.saving(1), Self.updatingThenConflicting(count), Self.saving(2),
+        ])
+        #expect(db.writer.commits == before + 1, "the queued writes committed together")
+        for failed in [1, 3] {
+            guard case .failure(.conflict) = results[failed] else {
+                Issue.record("write \(failed) answered \(results[failed])")
+                return
+            }
+        }
+        for i in 0..<3 { #expect(try db.document("d\(i)")?.properties["i"] == .int(Int64(i))) }
+        let after = try (0..<count).map { try db.document("p\($0)")?.revisionID }
+        let changed = zip(after, revisions).filter { $0 != $1 }.count
+        #expect(changed == 0, "every change of the failed writes was rolled back")
+        #expect(try db.document("p0")?.properties["v"] == 0)
+    }
+
+    static func updatingThenConflicting(_ n: Int) -> @Sendable (Database) throws(StoreError) -> Int64 {
+        { (d: Database) throws(StoreError) -> Int64 in
+            // One transaction: the conflict at its end rolls back every update before it.
+            try d.inBatch { (b) throws(StoreError) -> Int64 in
+                for i in 0..<n { try b.save(Document(id: "p\(i)", properties: ["v": 1, "f": .string(String(repeating: "b", count: 2_000))])) }
+                return try b.save(Document(id: "taken", properties: ["v": 2]), concurrencyControl: .failOnConflict).sequence
+            }
+        }
+    }
+
     static let conflicting: @Sendable (Database) throws(StoreError) -> Int64 = { (d: Database) throws(StoreError) -> Int64 in
         try d.save(Document(id: "taken", properties: ["v": 2]), concurrencyControl: .failOnConflict).sequence
     }

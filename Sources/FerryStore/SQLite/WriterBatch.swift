@@ -172,7 +172,8 @@ final class WriterBatch: @unchecked Sendable {
     /// (returns whether it moved); nothing stays open if that fails. Both of the writer's paths
     /// open their transactions here.
     static func begin(_ s: inout Writer.State, _ conn: Connection) throws(StoreError) -> Bool {
-        try conn.execute("BEGIN IMMEDIATE")
+        // Prepared once and kept, like the savepoints: `execute` would compile it on every batch.
+        try conn.prepare("BEGIN IMMEDIATE").run()
         do throws(StoreError) { return try Writer.catchUp(&s, conn) } catch {
             try? conn.execute("ROLLBACK")
             throw error
@@ -187,7 +188,7 @@ final class WriterBatch: @unchecked Sendable {
             u.bind(1, sequence)
             try u.run()
         }
-        try conn.execute("COMMIT")
+        try conn.prepare("COMMIT").run()
         commits.add(1, ordering: .relaxed)
     }
 
