@@ -117,10 +117,11 @@ final class ExternalWriteWatcher: Sendable {
         /// event came with this process's own commits.
         func restart(ownWrites: Bool) {
             step = 0
-            // A timer due within that delay (or the retry interval) serves the new event too; a
-            // later one (the chain waiting out its long follow-ups) is replaced.
-            let first = ownWrites ? ExternalWriteWatcher.ownWritesPause : .milliseconds(0)
-            if let due, due <= .now() + (ownWrites ? first : ExternalWriteWatcher.busyRetry) { return }
+            // A timer due within `window` serves the new event too; a later one (the chain
+            // waiting out its long follow-ups) is replaced.
+            let (first, window) = ownWrites ? (ExternalWriteWatcher.ownWritesPause, ExternalWriteWatcher.ownWritesPause)
+                                            : (DispatchTimeInterval.milliseconds(0), ExternalWriteWatcher.busyRetry)
+            if let due, due <= .now() + window { return }
             schedule(after: first)
         }
 
