@@ -23,4 +23,34 @@ import Testing
         #expect(BlobStore.digest(fromFileName: String(repeating: "A", count: 40) + ".blob") == nil)
         #expect(BlobStore.digest(fromFileName: String(repeating: "a", count: 40) + ".blob")?.bytes == [UInt8](repeating: 0xaa, count: 20))
     }
+
+    /// The eight-digits-at-once reader agrees with the one-digit-at-a-time one on every byte in
+    /// every position of a valid run: each of the 256 values, so every character just outside
+    /// "0"…"9" and "a"…"f" (and bytes with the top bit set) is refused wherever it stands.
+    @Test func eightDigitsAtOnceAgreeWithOneAtATime() {
+        let valid = Array("09af5e1c".utf8)
+        for position in 0..<8 {
+            for byte in 0...255 {
+                var text = valid
+                text[position] = UInt8(byte)
+                let scalar = Hex.decode(String(decoding: text, as: UTF8.self))
+                    .map { $0.reduce(UInt32(0)) { $0 << 8 | UInt32($1) } }
+                let swar = text.withUnsafeBytes { Hex.value8(at: $0.baseAddress!) }
+                #expect(swar == scalar, "byte \(byte) at \(position)")
+            }
+        }
+    }
+
+    /// Writing eight digits at once is the inverse of reading them, and spells what `encode` does.
+    @Test func eightDigitsWrittenAtOnceReadBack() {
+        var g = SystemRandomNumberGenerator()
+        for value in [0, 1, 9, 10, 15, 16, 0xFFFF_FFFF, 0x0123_4567, 0x89AB_CDEF] + (0..<2000).map({ _ in UInt32.random(in: .min ... .max, using: &g) }) {
+            var text = [UInt8](repeating: 0, count: 8)
+            text.withUnsafeMutableBytes { Hex.write8(UInt32(value), to: $0.baseAddress!) }
+            let bigEndian = [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: UInt32(value) >> $0) }
+            #expect(String(decoding: text, as: UTF8.self) == Hex.encode(bigEndian))
+            #expect(text.withUnsafeBytes { Hex.value8(at: $0.baseAddress!) } == UInt32(value))
+        }
+    }
 }
+

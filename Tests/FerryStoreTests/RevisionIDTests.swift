@@ -43,6 +43,32 @@ import Testing
         #expect(throws: StoreError.invalidRevisionID(s)) { try RevisionID(s) }
     }
 
+    /// A 40-digit digest (read eight digits at a time) prints back as it was read, orders as
+    /// its text, and is refused with any character that is not a lowercase hex digit at any
+    /// of its 40 positions.
+    @Test func fortyDigitDigestsRoundTripAndRefuseEveryBadCharacter() throws {
+        var g = SystemRandomNumberGenerator()
+        let digits = Array("0123456789abcdef".utf8)
+        var seen: [(String, RevisionID)] = []
+        for _ in 0..<500 {
+            let hex = String(decoding: (0..<40).map { _ in digits[Int.random(in: 0..<16, using: &g)] }, as: UTF8.self)
+            let text = "7-" + hex
+            let r = try RevisionID(text)
+            #expect(r.description == text)
+            #expect(r.digest == hex)
+            seen.append((text, r))
+        }
+        for ((ta, ra), (tb, rb)) in zip(seen, seen.dropFirst()) { #expect((ra < rb) == (ta < tb)) }
+        let base = Array("7-0123456789abcdef0123456789abcdef01234567".utf8)
+        for position in 2..<base.count {
+            for bad in ["g", "A", "F", "/", ":", "`", "-", " ", "\u{7f}", "é"] {
+                var text = base
+                text.replaceSubrange(position...position, with: Array(bad.utf8))
+                #expect(RevisionID(utf8: text) == nil, "\(bad) at \(position)")
+            }
+        }
+    }
+
     @Test func ordersByGenerationThenDigest() {
         #expect(rev("2-aa") < rev("10-00"))
         #expect(rev("3-ab") < rev("3-ac"))

@@ -64,25 +64,16 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
         guard dash >= 1, hexCount > 0, hexCount % 2 == 0, hexCount <= 128 else { return nil }
         let hex = p + dash + 1
         if hexCount == 40 {
-            guard let w0 = Self.hexWord(hex, 16), let w1 = Self.hexWord(hex + 16, 16),
-                  let w2 = Self.hexWord(hex + 32, 8) else { return nil }
+            let h = UnsafeRawPointer(hex)
+            guard let a = Hex.value8(at: h), let b = Hex.value8(at: h + 8), let c = Hex.value8(at: h + 16),
+                  let d = Hex.value8(at: h + 24), let e = Hex.value8(at: h + 32) else { return nil }
             generation = g
-            stored = .sha1(w0, w1, UInt32(truncatingIfNeeded: w2))
+            stored = .sha1(UInt64(a) << 32 | UInt64(b), UInt64(c) << 32 | UInt64(d), e)
         } else {
             for i in 0..<hexCount where Self.nibble(hex[i]) == nil { return nil }
             generation = g
             stored = .text(String(decoding: UnsafeBufferPointer(start: hex, count: hexCount), as: UTF8.self))
         }
-    }
-
-    /// The value of the `count` (≤ 16) lowercase hex digits at `p`, or nil.
-    private static func hexWord(_ p: UnsafePointer<UInt8>, _ count: Int) -> UInt64? {
-        var w: UInt64 = 0
-        for i in 0..<count {
-            guard let v = nibble(p[i]) else { return nil }
-            w = w << 4 | v
-        }
-        return w
     }
 
     /// The value of a lowercase hex digit, or nil.
@@ -109,13 +100,12 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
     /// Writes the 40 hex digits of an inline digest at `p`.
     private func appendSHA1Hex(to p: UnsafeMutablePointer<UInt8>) {
         guard case .sha1(let a, let b, let c) = stored else { return }
-        let digits = Hex.digits
-        func write(_ w: UInt64, _ count: Int, at q: UnsafeMutablePointer<UInt8>) {
-            for i in 0..<count { q[i] = digits[Int((w >> UInt64(4 * (count - 1 - i))) & 0xF)] }
-        }
-        write(a, 16, at: p)
-        write(b, 16, at: p + 16)
-        write(UInt64(c), 8, at: p + 32)
+        let q = UnsafeMutableRawPointer(p)
+        Hex.write8(UInt32(truncatingIfNeeded: a >> 32), to: q)
+        Hex.write8(UInt32(truncatingIfNeeded: a), to: q + 8)
+        Hex.write8(UInt32(truncatingIfNeeded: b >> 32), to: q + 16)
+        Hex.write8(UInt32(truncatingIfNeeded: b), to: q + 24)
+        Hex.write8(c, to: q + 32)
     }
 
     /// Appends the text (`<generation>-<digest>`) to `out`, without making a string.
