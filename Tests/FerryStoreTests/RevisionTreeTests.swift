@@ -110,4 +110,42 @@ import Testing
         garbage[2] = 0xFF
         #expect(throws: StoreError.self) { try RevisionTreeCodec.decode(garbage, currentBody: [], documentID: "d") }
     }
+
+    /// Trees of one revision (read on their own path): with no remote, one, or several pinning
+    /// it, live or deleted, with the body in the row or in the tree; cut short, with a node that
+    /// names itself as its parent, or a remote pin past the one node, they are refused.
+    @Test func oneRevisionTreesRoundTripAndRejectDamage() throws {
+        for remotes in [[], [3], [1, 9, 400]] {
+            for deleted in [false, true] {
+                for currentInRow in [true, false] {
+                    var t = RevisionTree()
+                    let r = rev("1-0123456789abcdef0123456789abcdef01234567")
+                    _ = try t.insert(history: [r], deleted: deleted, body: json(deleted ? "{}" : #"{"a":1}"#))
+                    for remote in remotes { t.setRemoteRevision(r, remote: remote) }
+                    let body = try #require(t.nodes[r]?.body)
+                    let blob = RevisionTreeCodec.encode(t, currentInRow: currentInRow ? r : nil)
+                    let back = try RevisionTreeCodec.decode(blob, currentBody: currentInRow ? body : [], documentID: "d")
+                    #expect(back == t, "remotes \(remotes), deleted \(deleted), in row \(currentInRow)")
+                    for cut in 0..<blob.count {
+                        #expect(throws: StoreError.corruptRevisionTree(documentID: "d")) {
+                            try RevisionTreeCodec.decode(Array(blob.prefix(cut)), currentBody: body, documentID: "d")
+                        }
+                    }
+                }
+            }
+        }
+        // version 1, one node "1-ab", parent index 1 (itself), flags 0, no remotes.
+        let selfParent: [UInt8] = [1, 1, 4] + Array("1-ab".utf8) + [1, 0, 0]
+        #expect(throws: StoreError.corruptRevisionTree(documentID: "d")) {
+            try RevisionTreeCodec.decode(selfParent, currentBody: [], documentID: "d")
+        }
+        // The same node as a root, pinned by remote 5 at node index 1 (there is only node 0).
+        let pinPastEnd: [UInt8] = [1, 1, 4] + Array("1-ab".utf8) + [0, 0, 1, 5, 1]
+        #expect(throws: StoreError.corruptRevisionTree(documentID: "d")) {
+            try RevisionTreeCodec.decode(pinPastEnd, currentBody: [], documentID: "d")
+        }
+        let valid: [UInt8] = [1, 1, 4] + Array("1-ab".utf8) + [0, 0, 1, 5, 0]
+        #expect(try RevisionTreeCodec.decode(valid, currentBody: [], documentID: "d").remoteRevisions == [5: rev("1-ab")])
+    }
 }
+

@@ -71,14 +71,30 @@ enum RevisionTreeCodec {
         var r = Reader(bytes: bytes)
         let bad = StoreError.corruptRevisionTree(documentID: documentID)
         guard r.byte() == version, let count = r.varint(), count <= UInt64(bytes.count) else { throw bad }
-        // One array of the nodes as stored (most trees have one): their parents are indexes into it.
+        var tree = RevisionTree()
+        // A pull's feed decodes a tree per document sent, nearly all of one revision: that one
+        // goes straight in, into a dictionary made at its size rather than grown.
+        tree.nodes.reserveCapacity(Int(count))
+        if count == 1 {
+            guard let n = r.node(count: count, currentBody: currentBody), n.parentIndex == 0 else { throw bad }
+            tree.nodes[n.revisionID] = RevisionTree.Node(revisionID: n.revisionID, parent: nil, isDeleted: n.flags & 1 != 0,
+                                                         body: n.body, prunedBelow: n.flags & 8 != 0)
+            // Every remote that pinned a revision pinned this one (several, once it went to several).
+            guard let rc = r.varint(), rc <= UInt64(bytes.count) else { throw bad }
+            for _ in 0..<Int(rc) {
+                guard let remote = r.varint(), r.varint() == 0, remote <= UInt64(Int.max) else { throw bad }
+                tree.remoteRevisions[Int(remote)] = n.revisionID
+            }
+            guard r.atEnd else { throw bad }
+            return tree
+        }
+        // One array of the nodes as stored: their parents are indexes into it.
         var raw: [StoredNode] = []
         raw.reserveCapacity(Int(count))
         for _ in 0..<Int(count) {
             guard let node = r.node(count: count, currentBody: currentBody) else { throw bad }
             raw.append(node)
         }
-        var tree = RevisionTree()
         for n in raw {
             let parent = n.parentIndex == 0 ? nil : raw[n.parentIndex - 1].revisionID
             tree.nodes[n.revisionID] = RevisionTree.Node(revisionID: n.revisionID, parent: parent, isDeleted: n.flags & 1 != 0,

@@ -65,11 +65,15 @@ final class PullLedger: Sendable {
                 roomWaiters = []
             }
             let (ended, idle) = (closed || error != nil, self.idle)
-            var kept: [(continuous: Bool, continuation: CheckedContinuation<ReplicationError?, Never>)] = []
-            for w in doneWaiters {
-                if ended || (idle && !w.continuous) { wake.done.append(w.continuation) } else { kept.append(w) }
+            // This runs on every transition (each revision, twice): while the pull goes on,
+            // nobody waiting for its end is woken, and their list is not rebuilt.
+            if (ended || idle) && !doneWaiters.isEmpty {
+                var kept: [(continuous: Bool, continuation: CheckedContinuation<ReplicationError?, Never>)] = []
+                for w in doneWaiters {
+                    if ended || (idle && !w.continuous) { wake.done.append(w.continuation) } else { kept.append(w) }
+                }
+                doneWaiters = kept
             }
-            doneWaiters = kept
             wake.error = closed ? nil : error
             return wake
         }
