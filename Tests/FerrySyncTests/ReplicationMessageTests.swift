@@ -146,6 +146,38 @@ struct ReplicationBodyDifferentialTests {
         return CanonicalJSON.encode(.array(values))
     }
 
+    /// `changes` and `proposeChanges` bodies, written directly, are byte for byte the canonical
+    /// JSON of the same arrays: random entries with escapes, non-ASCII IDs, sequences of every
+    /// JSON kind, flags and body sizes.
+    @Test func listsMatchCanonicalJSON() {
+        var rng = SystemRandomNumberGenerator()
+        let ids = ["a", "doc-000123", "\u{e9}t\u{e9}", "q\"u\\o", "tab\there\u{1}", ""]
+        let sequences: [JSONValue] = [0, 7, .int(Int64.max), .int(-3), "12:34", .string("a\"b"), 1.5, .null, .array([1, "x"]),
+                                      .object(["b": 1, "a": [true]])]
+        for _ in 0..<500 {
+            let changes = (0..<Int.random(in: 0...5, using: &rng)).map { _ in
+                M.ChangeEntry(sequence: sequences.randomElement(using: &rng) ?? 0, documentID: ids.randomElement(using: &rng) ?? "",
+                              revisionID: ids.randomElement(using: &rng) ?? "", deletedFlags: [0, 0, 1, 2, 4, 5].randomElement(using: &rng) ?? 0,
+                              bodySize: Bool.random(using: &rng) ? nil : Int.random(in: 0...100_000, using: &rng))
+            }
+            let reference = CanonicalJSON.encode(.array(changes.map { e in
+                var a: [JSONValue] = [e.sequence, .string(e.documentID), .string(e.revisionID)]
+                if e.deletedFlags != 0 || e.bodySize != nil { a.append(e.deletedFlags != 0 ? .int(Int64(e.deletedFlags)) : .bool(false)) }
+                if let s = e.bodySize { a.append(.int(Int64(s))) }
+                return .array(a)
+            }))
+            #expect(M.encodeChanges(changes) == reference, "\(changes)")
+            let proposals = (0..<Int.random(in: 0...5, using: &rng)).map { _ in
+                M.ProposedChange(documentID: ids.randomElement(using: &rng) ?? "", revisionID: ids.randomElement(using: &rng) ?? "",
+                                 remoteParent: Bool.random(using: &rng) ? nil : ids.randomElement(using: &rng))
+            }
+            let proposalReference = CanonicalJSON.encode(.array(proposals.map { e in
+                .array([.string(e.documentID), .string(e.revisionID)] + (e.remoteParent.map { [JSONValue.string($0)] } ?? []))
+            }))
+            #expect(M.encodeProposals(proposals) == proposalReference, "\(proposals)")
+        }
+    }
+
     @Test func theWritersMatchCanonicalJSON() {
         var rng = SystemRandomNumberGenerator()
         let revs = ["1-aa", "2-\u{e9}\u{e0}", "3-a\"b\\c", "4-\n\t\u{7f}\u{1}", ""]

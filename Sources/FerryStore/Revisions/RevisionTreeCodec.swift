@@ -73,8 +73,8 @@ enum RevisionTreeCodec {
         guard r.byte() == version, let count = r.varint(), count <= UInt64(bytes.count) else { throw bad }
         var tree = RevisionTree()
         // A pull's feed decodes a tree per document sent, nearly all of one revision: that one
-        // goes straight in, into a dictionary made at its size rather than grown.
-        tree.nodes.reserveCapacity(Int(count))
+        // goes straight in. (Reserving the dictionary's size first cost more than it saved: the
+        // call was not specialized, 2.4 % of a feed's samples.)
         if count == 1 {
             guard let n = r.node(count: count, currentBody: currentBody), n.parentIndex == 0 else { throw bad }
             tree.nodes[n.revisionID] = RevisionTree.Node(revisionID: n.revisionID, parent: nil, isDeleted: n.flags & 1 != 0,
