@@ -57,8 +57,8 @@ enum ReplicationMessages {
     // MARK: Encoding
 
     /// A `changes` body: `[[sequence, docID, revID, deleted?, bodySize?], …]`. Written directly
-    /// (a feed lists every document it sends; building a JSON tree of them first was 3 % of its
-    /// CPU), byte for byte what `CanonicalJSON` writes for the same arrays.
+    /// (a feed lists every document it sends; building a JSON tree of them first was 4.6 % of
+    /// its samples), byte for byte what `CanonicalJSON` writes for the same arrays.
     static func encodeChanges(_ entries: [ChangeEntry]) -> [UInt8] {
         entryArray(entries) { e, out in
             if case .int(let n) = e.sequence { out.append(contentsOf: String(n).utf8) } else { out.append(contentsOf: CanonicalJSON.encode(e.sequence)) }
@@ -92,15 +92,11 @@ enum ReplicationMessages {
 
     /// The JSON array of `entries`, each an array whose members `write` appends.
     private static func entryArray<T>(_ entries: [T], write: (T, inout [UInt8]) -> Void) -> [UInt8] {
-        var out: [UInt8] = [UInt8(ascii: "[")]
-        out.reserveCapacity(2 + entries.count * 72)
-        for (i, e) in entries.enumerated() {
-            out.append(contentsOf: i > 0 ? [UInt8(ascii: ","), UInt8(ascii: "[")] : [UInt8(ascii: "[")])
+        trimmedArray(entries, isZero: { _ in false }, capacityPerItem: 72) { e, out in
+            out.append(UInt8(ascii: "["))
             write(e, &out)
             out.append(UInt8(ascii: "]"))
         }
-        out.append(UInt8(ascii: "]"))
-        return out
     }
 
     /// A `changes` response: known-revision arrays, 0 for "don't send", statuses; trailing
@@ -143,11 +139,12 @@ enum ReplicationMessages {
     }
 
     /// The JSON array of `items`, each written by `write`, without the trailing items that are
-    /// written as 0 (`isZero`): the shape of both answers.
-    private static func trimmedArray<T>(_ items: [T], isZero: (T) -> Bool, write: (T, inout [UInt8]) -> Void) -> [UInt8] {
+    /// written as 0 (`isZero`): the shape of both answers (and of the lists, where none is).
+    private static func trimmedArray<T>(_ items: [T], isZero: (T) -> Bool, capacityPerItem: Int = 4,
+                                        write: (T, inout [UInt8]) -> Void) -> [UInt8] {
         let count = items.lastIndex { !isZero($0) }.map { $0 + 1 } ?? 0
         var out: [UInt8] = [UInt8(ascii: "[")]
-        out.reserveCapacity(2 + count * 4)
+        out.reserveCapacity(2 + count * capacityPerItem)
         for (i, item) in items.prefix(count).enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }
             write(item, &out)
