@@ -139,6 +139,11 @@ import Testing
         #expect(throws: StoreError.corruptRevisionTree(documentID: "d")) {
             try RevisionTreeCodec.decode(selfParent, currentBody: [], documentID: "d")
         }
+        // The same refusal in a tree of two: "2-bb" names itself (index 2) as its parent.
+        let selfParentOfTwo: [UInt8] = [1, 2, 4] + Array("1-aa".utf8) + [0, 0, 4] + Array("2-bb".utf8) + [2, 0, 0]
+        #expect(throws: StoreError.corruptRevisionTree(documentID: "d")) {
+            try RevisionTreeCodec.decode(selfParentOfTwo, currentBody: [], documentID: "d")
+        }
         // The same node as a root, pinned by remote 5 at node index 1 (there is only node 0).
         let pinPastEnd: [UInt8] = [1, 1, 4] + Array("1-ab".utf8) + [0, 0, 1, 5, 1]
         #expect(throws: StoreError.corruptRevisionTree(documentID: "d")) {
@@ -148,4 +153,3 @@ import Testing
         #expect(try RevisionTreeCodec.decode(valid, currentBody: [], documentID: "d").remoteRevisions == [5: rev("1-ab")])
     }
 }
-

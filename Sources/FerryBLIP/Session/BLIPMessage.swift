@@ -21,16 +21,12 @@ public struct BLIPMessage: Sendable, Equatable {
     /// A request with a `Profile` property.
     public static func request(profile: String, properties: BLIPProperties = BLIPProperties(), body: [UInt8] = [],
                                urgent: Bool = false, compressed: Bool = false, noReply: Bool = false) -> BLIPMessage {
-        // One array, sized once: growing it pair by pair reallocated it for every request (a
-        // `rev` has six properties), which showed in a pull feed's profile.
-        var pairs: [(key: String, value: String)] = []
-        pairs.reserveCapacity(properties.pairs.count + 1)
-        pairs.append((key: "Profile", value: profile))
-        for (k, v) in properties where k != "Profile" {
-            // A key given twice keeps its first place and its last value, as assigning it would.
-            if let i = pairs.firstIndex(where: { $0.key == k }) { pairs[i].value = v } else { pairs.append((key: k, value: v)) }
-        }
-        let p = BLIPProperties(pairs: pairs)
+        // Sized once: growing pair by pair reallocated for every request (a `rev` has six
+        // properties), which showed in a pull feed's profile.
+        var p = BLIPProperties()
+        p.reserveCapacity(properties.pairs.count + 1)
+        p["Profile"] = profile
+        for (k, v) in properties where k != "Profile" { p[k] = v }
         var f: BLIPFlags = []
         if urgent { f.insert(.urgent) }
         if compressed { f.insert(.compressed) }

@@ -28,6 +28,9 @@ public struct BLIPProperties: Sendable, Equatable, Sequence, ExpressibleByDictio
         }
     }
 
+    /// Makes room for `n` pairs at once, so properties assigned one by one are not regrown.
+    mutating func reserveCapacity(_ n: Int) { pairs.reserveCapacity(n) }
+
     /// A property read as a BLIP boolean: `true`, `YES` (any case) or a non-zero integer.
     public func bool(_ key: String) -> Bool {
         guard let v = self[key] else { return false }

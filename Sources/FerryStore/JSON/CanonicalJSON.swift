@@ -27,7 +27,8 @@ public enum CanonicalJSON {
         return out
     }
 
-    static func write(_ value: JSONValue, to out: inout [UInt8]) {
+    /// Appends `value` as canonical JSON, for writers that build their JSON directly.
+    public static func write(_ value: JSONValue, to out: inout [UInt8]) {
         switch value {
         case .null: out.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])
         case .bool(true): out.append(contentsOf: [0x74, 0x72, 0x75, 0x65])

@@ -71,31 +71,17 @@ enum RevisionTreeCodec {
         var r = Reader(bytes: bytes)
         let bad = StoreError.corruptRevisionTree(documentID: documentID)
         guard r.byte() == version, let count = r.varint(), count <= UInt64(bytes.count) else { throw bad }
-        var tree = RevisionTree()
-        // A pull's feed decodes a tree per document sent, nearly all of one revision: that one
-        // goes straight in. (Reserving the dictionary's size first cost more than it saved: the
-        // call was not specialized, 2.4 % of a feed's samples.)
-        if count == 1 {
-            guard let n = r.node(count: count, currentBody: currentBody), n.parentIndex == 0 else { throw bad }
-            tree.nodes[n.revisionID] = RevisionTree.Node(revisionID: n.revisionID, parent: nil, isDeleted: n.flags & 1 != 0,
-                                                         body: n.body, prunedBelow: n.flags & 8 != 0)
-            // Every remote that pinned a revision pinned this one (several, once it went to several).
-            guard let rc = r.varint(), rc <= UInt64(bytes.count) else { throw bad }
-            for _ in 0..<Int(rc) {
-                guard let remote = r.varint(), r.varint() == 0, remote <= UInt64(Int.max) else { throw bad }
-                tree.remoteRevisions[Int(remote)] = n.revisionID
-            }
-            guard r.atEnd else { throw bad }
-            return tree
-        }
-        // One array of the nodes as stored: their parents are indexes into it.
+        // One array of the nodes as stored (most trees have one): their parents are indexes into it.
         var raw: [StoredNode] = []
         raw.reserveCapacity(Int(count))
         for _ in 0..<Int(count) {
             guard let node = r.node(count: count, currentBody: currentBody) else { throw bad }
             raw.append(node)
         }
-        for n in raw {
+        var tree = RevisionTree()
+        for (i, n) in raw.enumerated() {
+            // A node that is its own parent would make a loop of the tree.
+            guard n.parentIndex != i + 1 else { throw bad }
             let parent = n.parentIndex == 0 ? nil : raw[n.parentIndex - 1].revisionID
             tree.nodes[n.revisionID] = RevisionTree.Node(revisionID: n.revisionID, parent: parent, isDeleted: n.flags & 1 != 0,
                                                          body: n.body, prunedBelow: n.flags & 8 != 0)

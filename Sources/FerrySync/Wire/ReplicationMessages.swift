@@ -61,7 +61,7 @@ enum ReplicationMessages {
     /// its samples), byte for byte what `CanonicalJSON` writes for the same arrays.
     static func encodeChanges(_ entries: [ChangeEntry]) -> [UInt8] {
         entryArray(entries) { e, out in
-            if case .int(let n) = e.sequence { out.append(contentsOf: String(n).utf8) } else { out.append(contentsOf: CanonicalJSON.encode(e.sequence)) }
+            CanonicalJSON.write(e.sequence, to: &out)
             out.append(UInt8(ascii: ","))
             CanonicalJSON.writeString(e.documentID, to: &out)
             out.append(UInt8(ascii: ","))
