@@ -46,6 +46,54 @@ import Testing
         await server.close()
     }
 
+    /// `BLIPIncomingRequest.respond(_:)` answers requests held back off the loop in one batch:
+    /// every one gets its own reply (a response or an error), in the order given, including
+    /// requests whose replies are not in arrival order.
+    @Test func heldRequestsAnsweredInOneBatch() async throws {
+        let group = try EventLoopGroup(loopCount: 2)
+        defer { group.shutdown() }
+        let n = 40
+        let held = Mutex<[BLIPIncomingRequest]>([])
+        let server = try await BLIPConnection.listen(port: 0, path: "/blip", app: "FerryTest", group: group) { conn in
+            conn.registerDefault { req in
+                let all = held.withLock { h -> [BLIPIncomingRequest]? in
+                    h.append(req)
+                    return h.count == n ? h : nil
+                }
+                guard let all else { return }
+                // Off the loop, newest first; every third one refused.
+                Task.detached {
+                    BLIPIncomingRequest.respond(all.reversed().map { r in
+                        let i = Int(r.message.properties["i"] ?? "") ?? -1
+                        return (r, i % 3 == 0 ? .errorResponse(domain: "Test", code: 409, message: "no \(i)")
+                                              : .response(properties: [("i", "\(i)")], body: r.message.body))
+                    })
+                }
+            }
+        }
+        let client = try await BLIPConnection.connect(to: "ws://127.0.0.1:\(server.port)/blip", app: "FerryTest", group: group)
+        let results = await client.sendAll((0..<n).map { i in
+            .request(profile: "hold", properties: [("i", "\(i)")], body: Array("body \(i)".utf8))
+        })
+        #expect(results.count == n)
+        for (i, result) in results.enumerated() {
+            switch result {
+            case .success(let reply):
+                #expect(i % 3 != 0)
+                #expect(reply.properties["i"] == "\(i)")
+                #expect(reply.body == Array("body \(i)".utf8))
+            case .failure(let error):
+                #expect(i % 3 == 0, "\(i): \(error)")
+                guard case .errorResponse(let domain, let code, let message) = error else {
+                    Issue.record("\(i): \(error)"); continue
+                }
+                #expect(domain == "Test" && code == 409 && message == "no \(i)")
+            }
+        }
+        await client.close()
+        await server.close()
+    }
+
     @Test func urgentRequestOvertakesA16MiBTransfer() async throws {
         let group = try EventLoopGroup(loopCount: 2)
         defer { group.shutdown() }

@@ -13,15 +13,26 @@ public struct BLIPIncomingRequest: Sendable {
 
     /// Sends a response with these properties and body (compressed if asked).
     public func respond(properties: BLIPProperties = BLIPProperties(), body: [UInt8] = [], compressed: Bool = false) {
-        let reply = BLIPMessage(type: .response, flags: compressed ? .compressed : [], properties: properties, body: body)
-        connection.sendResponse(reply, to: message.number)
+        connection.sendResponse(.response(properties: properties, body: body, compressed: compressed), to: message.number)
     }
 
     /// Sends an error response (`Error-Domain`, `Error-Code`, message as the body).
     public func respondError(domain: String = "BLIP", code: Int, message text: String) {
-        let reply = BLIPMessage(type: .error, properties: [("Error-Domain", domain), ("Error-Code", String(code))],
-                                body: Array(text.utf8))
-        connection.sendResponse(reply, to: message.number)
+        connection.sendResponse(.errorResponse(domain: domain, code: code, message: text), to: message.number)
+    }
+
+    /// Answers several requests, each with its reply (`BLIPMessage.response` or
+    /// `.errorResponse`), in order, from any thread: one hop to a connection's loop for each run
+    /// of replies on it, rather than one per reply (a batch of stored revisions is answered so).
+    public static func respond(_ answers: [(request: BLIPIncomingRequest, reply: BLIPMessage)]) {
+        var start = answers.startIndex
+        while start < answers.endIndex {
+            let connection = answers[start].request.connection
+            var end = start + 1
+            while end < answers.endIndex && answers[end].request.connection === connection { end += 1 }
+            connection.sendResponses(answers[start..<end].map { ($0.request.message.number, $0.reply) })
+            start = end
+        }
     }
 }
 
@@ -264,6 +275,12 @@ public final class BLIPConnection: WebSocketHandler, @unchecked Sendable {
 
     func sendResponse(_ reply: BLIPMessage, to number: UInt64) {
         if loop.inEventLoop { sendResponseOnLoop(reply, number) } else { loop.execute { self.sendResponseOnLoop(reply, number) } }
+    }
+
+    /// Sends responses in order with one hop to the loop for all of them.
+    func sendResponses(_ replies: [(number: UInt64, reply: BLIPMessage)]) {
+        if loop.inEventLoop { for r in replies { sendResponseOnLoop(r.reply, r.number) } }
+        else { loop.execute { for r in replies { self.sendResponseOnLoop(r.reply, r.number) } } }
     }
 
     private func sendResponseOnLoop(_ reply: BLIPMessage, _ number: UInt64) {

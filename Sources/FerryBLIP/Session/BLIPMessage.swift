@@ -34,6 +34,18 @@ public struct BLIPMessage: Sendable, Equatable {
         return BLIPMessage(type: .request, flags: f, properties: p, body: body)
     }
 
+    /// A response (RPY) with these properties and body, compressed if asked; the connection
+    /// numbers it after the request it answers.
+    public static func response(properties: BLIPProperties = BLIPProperties(), body: [UInt8] = [],
+                                compressed: Bool = false) -> BLIPMessage {
+        BLIPMessage(type: .response, flags: compressed ? .compressed : [], properties: properties, body: body)
+    }
+
+    /// An error response (ERR): `Error-Domain`, `Error-Code`, and the message as the body.
+    public static func errorResponse(domain: String = "BLIP", code: Int, message: String) -> BLIPMessage {
+        BLIPMessage(type: .error, properties: [("Error-Domain", domain), ("Error-Code", String(code))], body: Array(message.utf8))
+    }
+
     /// The `Profile` property (the request's type).
     public var profile: String? { properties["Profile"] }
     /// Urgent scheduling.

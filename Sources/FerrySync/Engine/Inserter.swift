@@ -1,11 +1,12 @@
+import FerryBLIP
 import FerryStore
 import FoundationEssentials
 import Synchronization
 
 /// Stores received revisions in batches: whatever has arrived while the previous transaction
-/// ran (up to `maxBatch`) is inserted in one transaction, then each sender is answered. So a
-/// reply to a `rev` always means the revision is durable, and a stream of small revisions costs
-/// one commit per batch rather than one per revision.
+/// ran (up to `maxBatch`) is inserted in one transaction, then the batch's completion answers
+/// its senders. So a reply to a `rev` always means the revision is durable, and a stream of small
+/// revisions costs one commit per batch rather than one per revision.
 ///
 /// When more revisions are on their way (the pull ledger's `onTheWay`), a batch smaller than
 /// the linger size (`setLingerBatch`) waits up to `lingerTime` for them: without it a stream
@@ -16,12 +17,19 @@ import Synchronization
 /// transaction commits makes the next anyway (Ferry's push 9–12 % faster without the wait,
 /// docs/performance.md).
 final class Inserter: Sendable {
-    typealias Completion = @Sendable (Result<InsertOutcome, StoreError>) -> Void
-
+    /// A received revision and what its completion needs.
     struct Item: Sendable {
         var revision: ReplicatedRevision
-        var completion: Completion
+        /// The `rev` it came in.
+        var request: BLIPIncomingRequest
+        /// The attachments its download policy wants, queued once it is stored.
+        var deferred: [AttachmentDownload]
     }
+
+    /// Runs once per transaction, after it commits or fails, with its items and their results
+    /// in order (a single item if the inserter had closed). Once per batch rather than per
+    /// revision: answering, counting and the ledger's update each cost a hop or a lock.
+    typealias Completion = @Sendable ([Item], [Result<InsertOutcome, StoreError>]) -> Void
 
     /// Runs inside each batch's transaction after the inserts (e.g. to write a checkpoint
     /// covering exactly what committed), given the items and their results.
@@ -35,6 +43,7 @@ final class Inserter: Sendable {
     let allowConflicts: Bool
     let afterInsert: AfterInsert?
     let afterCommit: AfterCommit?
+    let completion: Completion
     fileprivate struct Queue {
         var items: [Item] = []
         var waiter: CheckedContinuation<Void, Never>?
@@ -66,27 +75,28 @@ final class Inserter: Sendable {
     /// is read under the inserter's lock, so it must not call back into the inserter.
     init(database: Database, remote: String?, resolver: ConflictResolver?, allowConflicts: Bool,
          maxBatch: Int = 200, onTheWay: @escaping @Sendable () -> Int = { 0 },
-         afterInsert: AfterInsert? = nil, afterCommit: AfterCommit? = nil) {
+         afterInsert: AfterInsert? = nil, afterCommit: AfterCommit? = nil, completion: @escaping Completion) {
         self.database = database
         self.remote = remote
         self.resolver = resolver
         self.allowConflicts = allowConflicts
         self.afterInsert = afterInsert
         self.afterCommit = afterCommit
+        self.completion = completion
         queue = Mutex(Queue(maxBatch: max(1, maxBatch), onTheWay: onTheWay))
         // The worker holds the inserter until `close()`; every owner closes it.
         let task = Task { await self.run() }
         worker.withLock { $0 = task }
     }
 
-    /// Queues a revision; `completion` runs after its transaction commits (or fails).
-    func enqueue(_ revision: ReplicatedRevision, completion: @escaping Completion) {
+    /// Queues a revision; the completion gets it after its transaction commits (or fails).
+    func enqueue(_ item: Item) {
         let (waiter, closed) = queue.withLock { q -> (CheckedContinuation<Void, Never>?, Bool) in
             guard !q.closed else { return (nil, true) }
-            q.items.append(Item(revision: revision, completion: completion))
+            q.items.append(item)
             return (q.takeWaiterIfReady(), false)
         }
-        if closed { completion(.failure(.closed)); return }
+        if closed { completion([item], [.failure(.closed)]); return }
         waiter?.resume()
     }
 
@@ -184,16 +194,20 @@ final class Inserter: Sendable {
             let commit = q.commitRequested
             q.commitRequested = false
             if !q.items.isEmpty {
-                let n = min(q.items.count, q.maxBatch)
-                defer { q.items.removeFirst(n) }
-                return (Array(q.items.prefix(n)), commit)
+                // Usually all of them: the queue's array is handed over, not copied item by item.
+                guard q.items.count > q.maxBatch else {
+                    defer { q.items = [] }
+                    return (q.items, commit)
+                }
+                defer { q.items.removeFirst(q.maxBatch) }
+                return (Array(q.items.prefix(q.maxBatch)), commit)
             }
             return q.closed && !commit ? nil : ([], commit)
         }
     }
 
     /// Inserts one batch in one transaction, on the database's writer thread (so this task's
-    /// pool thread is free meanwhile), then answers each item.
+    /// pool thread is free meanwhile), then hands the batch to the completion.
     private func insert(_ items: [Item]) async {
         let results: [Result<InsertOutcome, StoreError>]
         let remote = self.remote, resolver = self.resolver, allowConflicts = self.allowConflicts, afterInsert = self.afterInsert
@@ -204,13 +218,15 @@ final class Inserter: Sendable {
                 b.defersIndexUpdates = true
                 var out: [Result<InsertOutcome, StoreError>] = []
                 out.reserveCapacity(items.count)
-                for item in items {
-                    if Self.dropsIncomingDeletions && item.revision.isDeleted {
+                // By index: a copy of each item (its revision, request and downloads) would
+                // retain and release every reference in it.
+                for i in items.indices {
+                    if Self.dropsIncomingDeletions && items[i].revision.isDeleted {
                         out.append(.success(InsertOutcome(status: .noop, current: nil, conflictedWith: nil, resolved: false, sequence: nil)))
                         continue
                     }
                     do throws(StoreError) {
-                        out.append(.success(try b.insert(item.revision, fromRemote: remote, resolver: resolver,
+                        out.append(.success(try b.insert(items[i].revision, fromRemote: remote, resolver: resolver,
                                                          allowConflicts: allowConflicts)))
                     } catch {
                         if error.isFatal { throw error }
@@ -221,11 +237,11 @@ final class Inserter: Sendable {
                 return out
             } }
         } catch {
-            for item in items { item.completion(.failure(error)) }
+            if !items.isEmpty { completion(items, Array(repeating: .failure(error), count: items.count)) }
             return
         }
         afterCommit?()
-        for (item, result) in zip(items, results) { item.completion(result) }
+        if !items.isEmpty { completion(items, results) }
     }
 }
 

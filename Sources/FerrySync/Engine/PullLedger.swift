@@ -167,11 +167,11 @@ final class PullLedger: Sendable {
         }
     }
 
-    /// An arrived revision's completion ran (stored or refused): it is no longer pending.
+    /// `n` arrived revisions' completion ran (stored or refused): they are no longer pending.
     @discardableResult
-    func ended() -> Standing {
+    func ended(_ n: Int = 1) -> Standing {
         update { s in
-            s.arrived = max(0, s.arrived - 1)
+            s.arrived = max(0, s.arrived - n)
             return s.standing
         }
     }

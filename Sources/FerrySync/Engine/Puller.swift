@@ -47,13 +47,19 @@ final class Puller: Sendable {
          reporter: Reporter, refusesDesignDocuments: Bool = false, logger: Logger) {
         self.role = role
         self.refusesDesignDocuments = refusesDesignDocuments
-        if case .active(_, _, _, let queue) = role { downloads = queue } else { downloads = nil }
+        var downloads: AttachmentDownloadQueue?
+        if case .active(_, _, _, let queue) = role { downloads = queue }
+        self.downloads = downloads
         self.database = database
         self.connection = connection
         self.reporter = reporter
         self.logger = logger
         let ledger = PullLedger(limit: maxPendingRevisions)
         self.ledger = ledger
+        var customResolver: ConflictResolver?
+        if case .active(_, _, let resolver, _) = role { customResolver = resolver.customResolver }
+        let acknowledger = Acknowledger(database: database, ledger: ledger, reporter: reporter, downloads: downloads,
+                                        customResolver: customResolver, logger: logger)
         switch role {
         case .active(let remote, let checkpointer, let resolver, _):
             // The database's policy resolves in the insert's own transaction (the default rule,
@@ -66,12 +72,13 @@ final class Puller: Sendable {
                 // Labeled as `stored` takes them, or the array is converted by a dynamic cast per entry.
                 let done = items.map { (documentID: $0.revision.documentID, revisionID: $0.revision.history.first ?? "") }
                 if let checkpoint = ledger.stored(done) { try checkpointer.recordPulled(upTo: checkpoint, in: batch) }
-            }, afterCommit: { checkpointer.pulledCommitted() })
+            }, afterCommit: { checkpointer.pulledCommitted() }, completion: acknowledger.acknowledge)
         case .passive:
             // A passive peer refuses a revision that would fork its copy (Couchbase's rule),
             // unless its policy keeps conflicts as CouchDB does.
             inserter = Inserter(database: database, remote: nil, resolver: nil, allowConflicts: database.conflictPolicy == .keep,
-                                maxBatch: ReplicatorTuning.passiveTransactionSize, onTheWay: { ledger.onTheWay })
+                                maxBatch: ReplicatorTuning.passiveTransactionSize, onTheWay: { ledger.onTheWay },
+                                completion: acknowledger.acknowledge)
         }
         // Batches are handled in arrival order, off the event loop, each once the ledger has
         // room; consecutive proposals (one per message, from a simple client) are answered
@@ -173,46 +180,9 @@ final class Puller: Sendable {
 
     /// Stores a received revision; `deferred` are the attachments its download policy wants,
     /// queued once it is stored (before it counts as ended, so a caught-up pull has them all).
+    /// The `Acknowledger` answers it once its transaction commits.
     private func store(_ revision: ReplicatedRevision, _ request: BLIPIncomingRequest, deferring deferred: [AttachmentDownload]) {
-        let rev = revision.history.first ?? ""
-        inserter.enqueue(revision) { [self] result in
-            switch result {
-            case .success(let outcome):
-                if !request.message.isNoReply { request.respond() }
-                downloads?.enqueue(deferred)
-                reporter.events(.pulled, count: 1) { _ in
-                    DocumentEvent(direction: .pull, documentID: revision.documentID, revisionID: rev, isDeleted: revision.isDeleted,
-                                  kind: .pulled)
-                }
-                if let local = outcome.conflictedWith { resolve(revision.documentID, local: local, remote: rev, outcome: outcome) }
-            case .failure(let error) where error.isTransient:
-                // Disk full, I/O: the revision must come again. Its transaction stored nothing
-                // (and may have counted its revisions done): the session ends here, and the
-                // next one starts from the last saved checkpoint, once the store works again.
-                ledger.storeFailed()
-                request.respondHTTPError(error.wireStatus, error.wireMessage)
-                logger.warning("could not store a pulled revision; the pull restarts", metadata: ["error": "\(error)"])
-                ledger.end(with: .store(error))
-            case .failure(let error):
-                request.respondHTTPError(error.wireStatus, error.wireMessage)
-                reporter.event(DocumentEvent(direction: .pull, documentID: revision.documentID, revisionID: rev,
-                                             isDeleted: revision.isDeleted, kind: .failed(.store(error))))
-            }
-            reporter.completed(1)
-            if ledger.ended().idle { reporter.caughtUp(.pull) }
-        }
-    }
-
-    /// A pulled revision met a local one: the default rule already resolved it in the insert's
-    /// transaction; a custom resolver runs now, after the commit.
-    private func resolve(_ documentID: String, local: RevisionID, remote rev: String, outcome: InsertOutcome) {
-        if outcome.resolved {
-            reporter.event(DocumentEvent(direction: .pull, documentID: documentID, revisionID: outcome.current?.description,
-                                         isDeleted: false, kind: .conflictResolved))
-        } else if case .active(_, _, let resolver, _) = role, let custom = resolver.customResolver, let remote = try? RevisionID(rev) {
-            ConflictResolving.resolve(database: database, documentID: documentID, local: local, remote: remote,
-                                      using: custom, reporter: reporter, logger: logger)
-        }
+        inserter.enqueue(Inserter.Item(revision: revision, request: request, deferred: deferred))
     }
 
     /// Refuses a design document's `rev` (403, before any attachment is fetched) and returns
