@@ -51,14 +51,18 @@ extension Puller {
                 return
             }
             var offset = 0
+            var answers: [(request: BLIPIncomingRequest, reply: BLIPMessage)] = []
+            answers.reserveCapacity(batch.count)
             for (request, proposals) in batch {
                 let mine = Array(statuses[offset..<offset + proposals.count])
                 offset += proposals.count
                 enter(proposals.map { ($0.documentID, $0.revisionID) }, sequences: nil,
                       wanted: mine.map { if case .send = $0 { true } else { false } })
                 let withRev = request.message.properties.bool(ReplicationProtocol.Property.conflictIncludesRev)
-                request.respond(body: ReplicationMessages.encodeProposalStatuses(mine, conflictIncludesRev: withRev))
+                answers.append((request, .response(body: ReplicationMessages.encodeProposalStatuses(mine, conflictIncludesRev: withRev))))
             }
+            // One hop to the loop for all of them (a simple client proposes one revision per message).
+            BLIPIncomingRequest.respond(answers)
         }
 
         /// Enters an answered batch in the ledger and the progress.
