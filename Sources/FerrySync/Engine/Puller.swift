@@ -47,8 +47,9 @@ final class Puller: Sendable {
          reporter: Reporter, refusesDesignDocuments: Bool = false, logger: Logger) {
         self.role = role
         self.refusesDesignDocuments = refusesDesignDocuments
-        var downloads: AttachmentDownloadQueue?
-        if case .active(_, _, _, let queue) = role { downloads = queue }
+        // Only the replicator's pull has a download queue and a custom resolver.
+        var (downloads, customResolver): (AttachmentDownloadQueue?, ConflictResolver?) = (nil, nil)
+        if case .active(_, _, let resolver, let queue) = role { (downloads, customResolver) = (queue, resolver.customResolver) }
         self.downloads = downloads
         self.database = database
         self.connection = connection
@@ -56,8 +57,6 @@ final class Puller: Sendable {
         self.logger = logger
         let ledger = PullLedger(limit: maxPendingRevisions)
         self.ledger = ledger
-        var customResolver: ConflictResolver?
-        if case .active(_, _, let resolver, _) = role { customResolver = resolver.customResolver }
         let acknowledger = Acknowledger(database: database, ledger: ledger, reporter: reporter, downloads: downloads,
                                         customResolver: customResolver, logger: logger)
         switch role {
