@@ -171,7 +171,7 @@ extension Database {
     /// the IDs go in as a JSON array (CROSS JOIN keeps it the outer loop, each ID one index
     /// lookup). A statement per ID cost more than the lookup itself — most of a puller's
     /// `changes` answer, where every ID is new.
-    private static func readTrees(_ documentIDs: some Collection<String>, on c: Connection,
+    static func readTrees(_ documentIDs: some Collection<String>, on c: Connection,
                                   into out: inout [String: RevisionTree]) throws(StoreError) {
         guard !documentIDs.isEmpty else { return }
         let ids = JSONValue.array(Set(documentIDs).map { .string($0) })

@@ -96,6 +96,56 @@ enum RevisionTreeCodec {
         return tree
     }
 
+    /// What sending `revision` needs, read from a stored tree without building it: the nodes are
+    /// located in place (a body is copied only for the revision asked for) and no table of them
+    /// is made — what a replication's sender reads for every revision it sends. The blob is
+    /// checked as `decode` checks it; nil if the tree does not hold `revision` or its body.
+    static func outgoing(_ bytes: [UInt8], currentBody: @autoclosure () -> [UInt8], revision: RevisionID, historyLimit: Int,
+                         documentID: String) throws(StoreError) -> OutgoingRevision? {
+        var r = Reader(bytes: bytes)
+        let bad = StoreError.corruptRevisionTree(documentID: documentID)
+        guard r.byte() == version, let count = r.varint(), count <= UInt64(bytes.count) else { throw bad }
+        var nodes: [LocatedNode] = []
+        nodes.reserveCapacity(Int(count))
+        var hit: Int?
+        for i in 0..<Int(count) {
+            guard let len = r.varint(), let text = r.slice(Int(clamping: len)), let rev = RevisionID(utf8: text),
+                  let p = r.varint(), p <= count, p != UInt64(i + 1), let flags = r.byte() else { throw bad }
+            var body = 0..<0
+            if flags & 2 != 0 {
+                guard let bl = r.varint(), let range = r.skip(Int(clamping: bl)) else { throw bad }
+                body = range
+            }
+            // The last node of an ID is the one `decode` keeps.
+            if rev == revision { hit = i }
+            nodes.append(LocatedNode(revisionID: rev, parentIndex: Int(p), flags: flags, body: body))
+        }
+        guard let rc = r.varint(), rc <= UInt64(bytes.count) else { throw bad }
+        for _ in 0..<Int(rc) {
+            guard let remote = r.varint(), let idx = r.varint(), idx < count, remote <= UInt64(Int.max) else { throw bad }
+        }
+        guard r.atEnd, let hit else { return nil }
+        let node = nodes[hit]
+        let body: [UInt8]
+        if node.flags & 4 != 0 { body = currentBody() } else if node.flags & 2 != 0 { body = Array(bytes[node.body]) } else { return nil }
+        var ancestors: [RevisionID] = []
+        var parent = node.parentIndex
+        // Bounded by the node count too: a damaged blob could make the parents a loop.
+        while parent != 0, ancestors.count < historyLimit, ancestors.count < nodes.count {
+            ancestors.append(nodes[parent - 1].revisionID)
+            parent = nodes[parent - 1].parentIndex
+        }
+        return OutgoingRevision(body: body, isDeleted: node.flags & 1 != 0, ancestors: ancestors)
+    }
+
+    /// One node as `outgoing` finds it: its body as a range of the blob.
+    struct LocatedNode {
+        var revisionID: RevisionID
+        var parentIndex: Int
+        var flags: UInt8
+        var body: Range<Int>
+    }
+
     /// One node as stored: its parent as an index into the stored order (0 = a root).
     struct StoredNode {
         var revisionID: RevisionID
@@ -153,6 +203,13 @@ enum RevisionTreeCodec {
                 body = currentBody
             }
             return StoredNode(revisionID: rev, parentIndex: Int(p), flags: flags, body: body)
+        }
+
+        /// Steps over the next `n` bytes; returns where they lie.
+        mutating func skip(_ n: Int) -> Range<Int>? {
+            guard n >= 0, n <= bytes.count - pos else { return nil }
+            defer { pos += n }
+            return pos..<pos + n
         }
 
         /// The next `n` bytes without copying them (a revision ID to parse).

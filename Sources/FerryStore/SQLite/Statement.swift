@@ -1,4 +1,5 @@
 import CSQLite
+import Glibc
 
 /// SQLite wants to copy bound text/blobs it does not own; this is `SQLITE_TRANSIENT`, which the
 /// C macro spells as a cast Swift cannot import.
@@ -102,6 +103,18 @@ final class Statement {
             throw .corruptRevisionTree(documentID: documentID)
         }
         return rev
+    }
+    /// Whether the column's text is `text`, compared where SQLite holds it (no string made).
+    func textEquals(_ col: Int32, _ text: String) -> Bool {
+        let p = sqlite3_column_text(handle, col)
+        let n = Int(sqlite3_column_bytes(handle, col))
+        var text = text
+        return text.withUTF8 { t in
+            guard t.count == n else { return false }
+            guard n > 0 else { return true }
+            guard let a = t.baseAddress, let p else { return false }
+            return memcmp(a, p, n) == 0
+        }
     }
     func bytes(_ col: Int32) -> [UInt8] {
         // Ask for the pointer first: sqlite3_column_bytes after a type conversion is exact.

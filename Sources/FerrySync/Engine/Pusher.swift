@@ -326,9 +326,11 @@ final class Pusher: Sendable {
             }
         }
         reporter.completed(judged)
-        let trees: [String: RevisionTree]
-        do { trees = try database.revisionTrees(of: toSend.map(\.change)) } catch { throw .store(error) }
-        let (messages, sent) = revMessages(toSend, trees: trees, noConflicts: false)
+        let revisions: [OutgoingRevision?]
+        do {
+            revisions = try database.outgoingRevisions(of: toSend.map(\.change), historyLimit: ReplicatorTuning.maxHistory)
+        } catch { throw .store(error) }
+        let (messages, sent) = revMessages(toSend, revisions: revisions, noConflicts: false)
         guard !messages.isEmpty else { return }
         // Queued while the previous batch's revisions are still going out; sent from the loop.
         try await window.waitForRoom()
@@ -357,7 +359,8 @@ final class Pusher: Sendable {
     private func sendRevs(_ items: [(change: Change, known: [String], sequence: JSONValue)], trees: [String: RevisionTree],
                           noConflicts: Bool, pulling: Bool = false,
                           closedLeavesMayBeRefused: Bool = false) async throws(ReplicationError) -> [(documentID: String, revisionID: RevisionID)] {
-        let (messages, sent) = revMessages(items, trees: trees, noConflicts: noConflicts)
+        let revisions = items.map { trees[$0.change.documentID]?.outgoing($0.change.revisionID, historyLimit: ReplicatorTuning.maxHistory) }
+        let (messages, sent) = revMessages(items, revisions: revisions, noConflicts: noConflicts)
         reporter.onRevisionsSent(messages.count)
         let results = await connection.sendAll(messages)
         var stored: [(documentID: String, revisionID: RevisionID)] = []
@@ -393,20 +396,20 @@ final class Pusher: Sendable {
         return stored
     }
 
-    /// Builds the `rev` messages of these changes from their revision trees; a revision no
-    /// longer in its tree (superseded and pruned since it was listed) is answered `norev` at
-    /// once (the newer one comes in a later batch). Returns the messages and the changes they
-    /// carry, in order.
-    private func revMessages(_ items: [(change: Change, known: [String], sequence: JSONValue)], trees: [String: RevisionTree],
+    /// Builds the `rev` messages of these changes from what was read of their revisions
+    /// (`revisions[i]` for `items[i]`); a revision no longer kept (superseded and pruned since
+    /// it was listed) is answered `norev` at once (the newer one comes in a later batch).
+    /// Returns the messages and the changes they carry, in order.
+    private func revMessages(_ items: [(change: Change, known: [String], sequence: JSONValue)], revisions: [OutgoingRevision?],
                              noConflicts: Bool) -> ([BLIPMessage], [Change]) {
         var messages: [BLIPMessage] = []
         var sent: [Change] = []
         messages.reserveCapacity(items.count)
         sent.reserveCapacity(items.count)
-        for (change, known, sequence) in items {
+        for (i, (change, known, sequence)) in items.enumerated() {
             let id = change.documentID
-            if let m = RevMessage.make(tree: trees[id], documentID: id, revisionID: change.revisionID, knownRevisions: known,
-                                       maxHistory: ReplicatorTuning.maxHistory, sequence: sequence, noConflicts: noConflicts) {
+            if let m = RevMessage.make(revisions[i], documentID: id, revisionID: change.revisionID, knownRevisions: known,
+                                       sequence: sequence, noConflicts: noConflicts) {
                 messages.append(m)
                 sent.append(change)
             } else {

@@ -7,16 +7,19 @@ import FerryStore
 /// without meta properties.
 enum RevMessage {
     /// The `rev` request for `revisionID` of a document, or nil if that revision's body is no
-    /// longer kept (the caller sends `norev`).
-    static func make(tree: RevisionTree?, documentID: String, revisionID rev: RevisionID, knownRevisions: [String],
-                     maxHistory: Int, sequence: JSONValue, noConflicts: Bool) -> BLIPMessage? {
-        guard let tree, let node = tree.nodes[rev], let body = node.body else { return nil }
-        let known = Set(knownRevisions)
+    /// longer kept (`revision` is nil: the caller sends `norev`). The history is `revision`'s
+    /// ancestors, cut after the first one the receiver has (`knownRevisions`).
+    static func make(_ revision: OutgoingRevision?, documentID: String, revisionID rev: RevisionID, knownRevisions: [String],
+                     sequence: JSONValue, noConflicts: Bool) -> BLIPMessage? {
+        guard let revision else { return nil }
+        // Usually none or a few known: a set then costs more than it saves.
+        let known: Set<String>? = knownRevisions.count > 8 ? Set(knownRevisions) : nil
         var history: [String] = []
-        for ancestor in tree.history(of: rev, limit: maxHistory + 1).dropFirst() {
+        history.reserveCapacity(revision.ancestors.count)
+        for ancestor in revision.ancestors {
             let text = ancestor.description
             history.append(text)
-            if known.contains(text) { break }
+            if known?.contains(text) ?? knownRevisions.contains(text) { break }
         }
         typealias P = ReplicationProtocol.Property
         // Built as one array of distinct keys: this runs once per revision sent.
@@ -25,11 +28,11 @@ enum RevMessage {
         pairs.append((P.id, documentID))
         pairs.append((P.rev, rev.description))
         if !history.isEmpty { pairs.append((P.history, history.joined(separator: ","))) }
-        if node.isDeleted { pairs.append((P.deleted, "1")) }
+        if revision.isDeleted { pairs.append((P.deleted, "1")) }
         pairs.append((P.sequence, text(of: sequence)))
         if noConflicts { pairs.append((P.noConflicts, "1")) }
-        return .request(profile: ReplicationProtocol.Profile.rev, properties: BLIPProperties(pairs: pairs), body: body,
-                        compressed: body.count >= ReplicatorTuning.compressThreshold)
+        return .request(profile: ReplicationProtocol.Profile.rev, properties: BLIPProperties(pairs: pairs), body: revision.body,
+                        compressed: revision.body.count >= ReplicatorTuning.compressThreshold)
     }
 
     /// A sequence as its JSON text (an integer without the encoder's round trip).

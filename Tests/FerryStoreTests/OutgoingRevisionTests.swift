@@ -1,0 +1,104 @@
+import Testing
+@testable import FerryStore
+
+/// The sending side's read of a revision (`OutgoingRevision`) against the same read through the
+/// decoded tree, which it must equal for every tree, revision and history limit.
+@Suite struct OutgoingRevisionTests {
+    /// A random tree: branches, deletions, bodies dropped by pruning, remote pins.
+    static func randomTree(_ g: inout SeededGenerator) throws -> RevisionTree {
+        var t = RevisionTree()
+        var made: [RevisionID] = []
+        for i in 0..<Int.random(in: 1...30, using: &g) {
+            let parent = made.isEmpty || Int.random(in: 0..<5, using: &g) == 0 ? nil : made.randomElement(using: &g)
+            let deleted = Int.random(in: 0..<6, using: &g) == 0
+            made.append(t.addChild(of: parent, deleted: deleted, canonicalBody: json(deleted ? "{}" : #"{"i":\#(i)}"#)))
+            if Int.random(in: 0..<8, using: &g) == 0, let pinned = made.randomElement(using: &g) {
+                t.setRemoteRevision(pinned, remote: Int.random(in: 1...4, using: &g))
+            }
+        }
+        if Bool.random(using: &g) { t.prune(maxDepth: Int.random(in: 1...6, using: &g)) }
+        return t
+    }
+
+    @Test func readsWhatTheDecodedTreeHolds() throws {
+        var g = SeededGenerator(seed: 36)
+        for round in 0..<200 {
+            let t = try Self.randomTree(&g)
+            let current = try #require(t.current)
+            let inRow = Bool.random(using: &g) ? current.revisionID : nil
+            let rowBody = inRow == nil ? [] : current.body ?? []
+            let blob = RevisionTreeCodec.encode(t, currentInRow: inRow)
+            let decoded = try RevisionTreeCodec.decode(blob, currentBody: rowBody, documentID: "d")
+            let asked = Array(t.nodes.keys) + [rev("9-00"), rev("1-ffff")]
+            for revision in asked {
+                for limit in [0, 1, 3, 50] {
+                    let read = try RevisionTreeCodec.outgoing(blob, currentBody: rowBody, revision: revision, historyLimit: limit,
+                                                              documentID: "d")
+                    #expect(read == decoded.outgoing(revision, historyLimit: limit), "round \(round), \(revision), limit \(limit)")
+                }
+            }
+            // Every cut of the blob is refused, as `decode` refuses it (every tenth tree: many cuts).
+            for cut in 0..<blob.count where round % 10 == 0 {
+                #expect(throws: StoreError.corruptRevisionTree(documentID: "d")) {
+                    try RevisionTreeCodec.outgoing(Array(blob.prefix(cut)), currentBody: rowBody, revision: current.revisionID,
+                                                   historyLimit: 50, documentID: "d")
+                }
+            }
+        }
+    }
+
+    @Test func refusesWhatDecodeRefuses() {
+        // A node naming itself as its parent, and a remote pin past the last node.
+        let damaged: [[UInt8]] = [
+            [1, 1, 4] + Array("1-ab".utf8) + [1, 0, 0],
+            [1, 2, 4] + Array("1-aa".utf8) + [0, 0, 4] + Array("2-bb".utf8) + [2, 0, 0],
+            [1, 1, 4] + Array("1-ab".utf8) + [0, 0, 1, 5, 1],
+        ]
+        for blob in damaged {
+            #expect(throws: StoreError.corruptRevisionTree(documentID: "d")) {
+                try RevisionTreeCodec.outgoing(blob, currentBody: [], revision: rev("1-ab"), historyLimit: 50, documentID: "d")
+            }
+        }
+    }
+
+    /// A page of the change feed read in one scan, with documents edited after they were listed
+    /// (their listed revision superseded, their row past the range), deleted, in conflict and
+    /// with old bodies pruned away; and a sparse batch, read through the trees.
+    @Test func aDatabaseReadsABatchAsItsTreesSay() throws {
+        var options = DatabaseOptions()
+        options.maxRevisionTreeDepth = 3
+        let (db, dir) = try freshDatabase(options)
+        _ = dir
+        var docs: [Document] = []
+        for i in 0..<120 { docs.append(try db.save(Document(id: "doc-\(i)", properties: ["i": .int(Int64(i))]))) }
+        for i in stride(from: 0, to: 120, by: 7) {
+            for k in 0..<4 {
+                docs[i]["k"] = .int(Int64(k))
+                docs[i] = try db.save(docs[i])
+            }
+        }
+        for i in stride(from: 3, to: 120, by: 11) { _ = try db.delete(docs[i]) }
+        try db.insert(ReplicatedRevision(documentID: "doc-5", history: ["2-ee", "1-aa"], body: json(#"{"peer":true}"#)))
+        let listed = try db.changes(since: 0, limit: 1000)
+        // Edited after the listing: the listed revision is kept (depth 3) or pruned away.
+        for i in stride(from: 2, to: 120, by: 13) {
+            guard var d = try db.document("doc-\(i)") else { continue }   // deleted above
+            for k in 0..<Int(i % 5) + 1 {
+                d["after"] = .int(Int64(k))
+                d = try db.save(d)
+            }
+        }
+        for batch in [listed, listed.enumerated().filter { $0.offset % 9 == 0 }.map(\.element)] {
+            for limit in [0, 2, 50] {
+                let trees = try db.revisionTrees(of: batch.map(\.documentID))
+                let expected = batch.map { trees[$0.documentID]?.outgoing($0.revisionID, historyLimit: limit) }
+                let read = try db.outgoingRevisions(of: batch, historyLimit: limit)
+                #expect(read == expected, "batch of \(batch.count), limit \(limit)")
+            }
+        }
+        #expect(try db.outgoingRevisions(of: [], historyLimit: 50).isEmpty)
+        // Some listed revisions are gone (norev), the rest are read.
+        let read = try db.outgoingRevisions(of: listed, historyLimit: 50)
+        #expect(read.contains { $0 == nil } && read.contains { $0 != nil })
+    }
+}
