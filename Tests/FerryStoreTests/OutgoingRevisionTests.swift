@@ -48,11 +48,12 @@ import Testing
     }
 
     @Test func refusesWhatDecodeRefuses() {
-        // A node naming itself as its parent, and a remote pin past the last node.
+        // A node naming itself as its parent, a remote pin past the last node, trailing bytes.
         let damaged: [[UInt8]] = [
             [1, 1, 4] + Array("1-ab".utf8) + [1, 0, 0],
             [1, 2, 4] + Array("1-aa".utf8) + [0, 0, 4] + Array("2-bb".utf8) + [2, 0, 0],
             [1, 1, 4] + Array("1-ab".utf8) + [0, 0, 1, 5, 1],
+            [1, 1, 4] + Array("1-ab".utf8) + [0, 0, 0, 7],   // a byte past the end
         ]
         for blob in damaged {
             #expect(throws: StoreError.corruptRevisionTree(documentID: "d")) {

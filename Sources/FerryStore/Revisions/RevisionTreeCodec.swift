@@ -124,7 +124,8 @@ enum RevisionTreeCodec {
         for _ in 0..<Int(rc) {
             guard let remote = r.varint(), let idx = r.varint(), idx < count, remote <= UInt64(Int.max) else { throw bad }
         }
-        guard r.atEnd, let hit else { return nil }
+        guard r.atEnd else { throw bad }
+        guard let hit else { return nil }
         let node = nodes[hit]
         let body: [UInt8]
         if node.flags & 4 != 0 { body = currentBody() } else if node.flags & 2 != 0 { body = Array(bytes[node.body]) } else { return nil }
