@@ -14,39 +14,35 @@ extension Database {
         guard let first = changes.first else { return [] }
         var low = first.sequence, high = first.sequence
         for c in changes { low = min(low, c.sequence); high = max(high, c.sequence) }
-        guard high - low < 2 * Int64(changes.count) + 16 else { return try outgoingThroughTrees(changes, historyLimit: historyLimit) }
-        // The change listed at each sequence of the range (-1: none).
-        var slot = [Int32](repeating: -1, count: Int(high - low) + 1)
-        for (i, c) in changes.enumerated() { slot[Int(c.sequence - low)] = Int32(i) }
+        // A sparse batch (a filtered push) would scan rows nobody wants.
+        let dense = high - low < 2 * Int64(changes.count) + 16
         return try readers.withSnapshot { (c) throws(StoreError) -> [OutgoingRevision?] in
             var out = [OutgoingRevision?](repeating: nil, count: changes.count)
             var found = [Bool](repeating: false, count: changes.count)
-            let s = try c.prepare("SELECT sequence, doc_id, body, tree FROM docs WHERE sequence BETWEEN ? AND ?")
-            defer { s.reset() }
-            s.bind(1, low)
-            s.bind(2, high)
-            while try s.step() {
-                let i = Int(slot[Int(s.int64(0) - low)])
-                guard i >= 0, s.textEquals(1, changes[i].documentID) else { continue }
-                found[i] = true
-                out[i] = try RevisionTreeCodec.outgoing(s.bytes(3), currentBody: s.bytes(2), revision: changes[i].revisionID,
-                                                        historyLimit: historyLimit, documentID: changes[i].documentID)
-            }
-            s.reset()
-            let missing = changes.indices.filter { !found[$0] }
-            if !missing.isEmpty {
-                var trees: [String: RevisionTree] = [:]
-                try Self.readTrees(missing.map { changes[$0].documentID }, on: c, into: &trees)
-                for i in missing {
-                    out[i] = trees[changes[i].documentID]?.outgoing(changes[i].revisionID, historyLimit: historyLimit)
+            if dense {
+                // The change listed at each sequence of the range (-1: none).
+                var slot = [Int32](repeating: -1, count: Int(high - low) + 1)
+                for (i, c) in changes.enumerated() { slot[Int(c.sequence - low)] = Int32(i) }
+                let s = try c.prepare("SELECT sequence, doc_id, body, tree FROM docs WHERE sequence BETWEEN ? AND ?")
+                defer { s.reset() }
+                s.bind(1, low)
+                s.bind(2, high)
+                while try s.step() {
+                    let i = Int(slot[Int(s.int64(0) - low)])
+                    guard i >= 0, s.textEquals(1, changes[i].documentID) else { continue }
+                    found[i] = true
+                    out[i] = try RevisionTreeCodec.outgoing(s.bytes(3), currentBody: s.bytes(2), revision: changes[i].revisionID,
+                                                            historyLimit: historyLimit, documentID: changes[i].documentID)
                 }
+            }
+            let missing = changes.indices.filter { !found[$0] }
+            guard !missing.isEmpty else { return out }
+            var trees: [String: RevisionTree] = [:]
+            try Self.readTrees(missing.map { changes[$0].documentID }, on: c, into: &trees)
+            for i in missing {
+                out[i] = trees[changes[i].documentID]?.outgoing(changes[i].revisionID, historyLimit: historyLimit)
             }
             return out
         }
-    }
-
-    private func outgoingThroughTrees(_ changes: [Change], historyLimit: Int) throws(StoreError) -> [OutgoingRevision?] {
-        let trees = try revisionTrees(of: changes.map(\.documentID))
-        return changes.map { trees[$0.documentID]?.outgoing($0.revisionID, historyLimit: historyLimit) }
     }
 }

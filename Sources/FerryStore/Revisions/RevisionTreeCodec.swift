@@ -72,10 +72,10 @@ enum RevisionTreeCodec {
         let bad = StoreError.corruptRevisionTree(documentID: documentID)
         guard r.byte() == version, let count = r.varint(), count <= UInt64(bytes.count) else { throw bad }
         // One array of the nodes as stored (most trees have one): their parents are indexes into it.
-        var raw: [StoredNode] = []
+        var raw: [LocatedNode] = []
         raw.reserveCapacity(Int(count))
         for _ in 0..<Int(count) {
-            guard let node = r.node(count: count, currentBody: currentBody) else { throw bad }
+            guard let node = r.node(count: count) else { throw bad }
             raw.append(node)
         }
         var tree = RevisionTree()
@@ -83,8 +83,9 @@ enum RevisionTreeCodec {
             // A node that is its own parent would make a loop of the tree.
             guard n.parentIndex != i + 1 else { throw bad }
             let parent = n.parentIndex == 0 ? nil : raw[n.parentIndex - 1].revisionID
+            let body = n.flags & 2 != 0 ? Array(bytes[n.body]) : n.flags & 4 != 0 ? currentBody : nil
             tree.nodes[n.revisionID] = RevisionTree.Node(revisionID: n.revisionID, parent: parent, isDeleted: n.flags & 1 != 0,
-                                                         body: n.body, prunedBelow: n.flags & 8 != 0)
+                                                         body: body, prunedBelow: n.flags & 8 != 0)
         }
         guard let rc = r.varint(), rc <= UInt64(bytes.count) else { throw bad }
         for _ in 0..<Int(rc) {
@@ -109,16 +110,11 @@ enum RevisionTreeCodec {
         nodes.reserveCapacity(Int(count))
         var hit: Int?
         for i in 0..<Int(count) {
-            guard let len = r.varint(), let text = r.slice(Int(clamping: len)), let rev = RevisionID(utf8: text),
-                  let p = r.varint(), p <= count, p != UInt64(i + 1), let flags = r.byte() else { throw bad }
-            var body = 0..<0
-            if flags & 2 != 0 {
-                guard let bl = r.varint(), let range = r.skip(Int(clamping: bl)) else { throw bad }
-                body = range
-            }
+            // A node that is its own parent would make a loop of the tree.
+            guard let node = r.node(count: count), node.parentIndex != i + 1 else { throw bad }
             // The last node of an ID is the one `decode` keeps.
-            if rev == revision { hit = i }
-            nodes.append(LocatedNode(revisionID: rev, parentIndex: Int(p), flags: flags, body: body))
+            if node.revisionID == revision { hit = i }
+            nodes.append(node)
         }
         guard let rc = r.varint(), rc <= UInt64(bytes.count) else { throw bad }
         for _ in 0..<Int(rc) {
@@ -139,20 +135,13 @@ enum RevisionTreeCodec {
         return OutgoingRevision(body: body, isDeleted: node.flags & 1 != 0, ancestors: ancestors)
     }
 
-    /// One node as `outgoing` finds it: its body as a range of the blob.
+    /// One node as stored: its parent as an index into the stored order (0 = a root), its body
+    /// (if kept in the tree, flag 2) as a range of the blob, copied only by whoever needs it.
     struct LocatedNode {
         var revisionID: RevisionID
         var parentIndex: Int
         var flags: UInt8
         var body: Range<Int>
-    }
-
-    /// One node as stored: its parent as an index into the stored order (0 = a root).
-    struct StoredNode {
-        var revisionID: RevisionID
-        var parentIndex: Int
-        var flags: UInt8
-        var body: [UInt8]?
     }
 
     static func putVarint(_ v: UInt64, _ out: inout [UInt8]) {
@@ -187,23 +176,17 @@ enum RevisionTreeCodec {
             return nil
         }
 
-        mutating func bytes(_ n: Int) -> [UInt8]? {
-            slice(n).map { Array($0) }
-        }
-
         /// The next node of a tree of `count` nodes, or nil if the bytes do not hold one.
-        mutating func node(count: UInt64, currentBody: [UInt8]) -> StoredNode? {
+        mutating func node(count: UInt64) -> LocatedNode? {
             // The revision ID is parsed where it lies, not copied out first.
             guard let len = varint(), let text = slice(Int(clamping: len)), let rev = RevisionID(utf8: text),
                   let p = varint(), p <= count, let flags = byte() else { return nil }
-            var body: [UInt8]?
+            var body = 0..<0
             if flags & 2 != 0 {
-                guard let bl = varint(), let b = bytes(Int(clamping: bl)) else { return nil }
-                body = b
-            } else if flags & 4 != 0 {
-                body = currentBody
+                guard let bl = varint(), let range = skip(Int(clamping: bl)) else { return nil }
+                body = range
             }
-            return StoredNode(revisionID: rev, parentIndex: Int(p), flags: flags, body: body)
+            return LocatedNode(revisionID: rev, parentIndex: Int(p), flags: flags, body: body)
         }
 
         /// Steps over the next `n` bytes; returns where they lie.
@@ -215,9 +198,7 @@ enum RevisionTreeCodec {
 
         /// The next `n` bytes without copying them (a revision ID to parse).
         mutating func slice(_ n: Int) -> ArraySlice<UInt8>? {
-            guard n >= 0, n <= bytes.count - pos else { return nil }
-            defer { pos += n }
-            return bytes[pos..<pos + n]
+            skip(n).map { bytes[$0] }
         }
     }
 }
