@@ -37,6 +37,11 @@ import Testing
                     #expect(read == decoded.outgoing(revision, historyLimit: limit), "round \(round), \(revision), limit \(limit)")
                 }
             }
+            // The pin of each remote (and of none) is found where `decode` puts it.
+            for remote in 0...5 {
+                let located = try RevisionTreeCodec.locate(blob, documentID: "d", remote: remote)
+                #expect(located.pinned.map { located.nodes[$0].revisionID } == decoded.remoteRevisions[remote], "round \(round)")
+            }
             // Every cut of the blob is refused, as `decode` refuses it (every tenth tree: many cuts).
             for cut in 0..<blob.count where round % 10 == 0 {
                 #expect(throws: StoreError.corruptRevisionTree(documentID: "d")) {
@@ -101,5 +106,58 @@ import Testing
         // Some listed revisions are gone (norev), the rest are read.
         let read = try db.outgoingRevisions(of: listed, historyLimit: 50)
         #expect(read.contains { $0 == nil } && read.contains { $0 != nil })
+    }
+
+    /// An active push's page (`outgoingPage`): the changes as the feed lists them, each with its
+    /// revision and its remote parent as the trees say — pins in the trees and acknowledgements
+    /// not yet moved there, of this remote and of another, one naming a revision pruned away —
+    /// and the whole trees of the documents with other leaves.
+    @Test func aPushPageReadsWhatTheTreesSay() throws {
+        var options = DatabaseOptions()
+        options.maxRevisionTreeDepth = 3
+        let (db, dir) = try freshDatabase(options)
+        _ = dir
+        var docs: [Document] = []
+        for i in 0..<60 { docs.append(try db.save(Document(id: "doc-\(i)", properties: ["i": .int(Int64(i))]))) }
+        try db.setRemoteRevisions(docs.enumerated().filter { $0.offset % 2 == 0 }.map { ($0.element.id, try #require($0.element.revisionID)) },
+                                  remote: "peer")
+        try db.setRemoteRevisions(docs.enumerated().filter { $0.offset % 3 == 0 }.map { ($0.element.id, try #require($0.element.revisionID)) },
+                                  remote: "other")
+        // Written again: the acknowledgements move into the trees; some are then pruned away.
+        for i in stride(from: 0, to: 60, by: 5) {
+            for k in 0..<(i % 10 == 0 ? 1 : 5) {
+                docs[i]["k"] = .int(Int64(k))
+                docs[i] = try db.save(docs[i])
+            }
+        }
+        // Acknowledged after that: rows beside the trees, one of a revision the tree no longer holds.
+        try db.setRemoteRevisions([(docs[10].id, try #require(docs[10].revisionID)), (docs[4].id, try #require(docs[4].revisionID))],
+                                  remote: "peer")
+        for i in stride(from: 7, to: 60, by: 11) { _ = try db.delete(docs[i]) }
+        try db.insert(ReplicatedRevision(documentID: "doc-9", history: ["2-ee", "1-aa"], body: json(#"{"peer":true}"#)))
+        try db.insert(ReplicatedRevision(documentID: "doc-18", history: ["3-ee", "2-dd", "1-aa"], body: json(#"{"peer":true}"#)))
+
+        for remote in ["peer", "other", "unknown"] {
+            for (since, limit) in [(Int64(0), 1000), (Int64(0), 7), (Int64(30), 20)] {
+                let page = try db.outgoingPage(since: since, limit: limit, remote: remote, historyLimit: 3)
+                let changes = try db.changes(since: since, limit: limit)
+                let trees = try db.revisionTrees(of: changes.map(\.documentID))
+                let parents = try db.remoteRevisions(in: trees, remote: remote)
+                #expect(page.entries.map(\.change) == changes, "\(remote) \(since) \(limit)")
+                for e in page.entries {
+                    let tree = try #require(trees[e.change.documentID])
+                    #expect(e.revision == tree.outgoing(e.change.revisionID, historyLimit: 3), "\(e.change.documentID)")
+                    #expect(e.remoteRevision == parents[e.change.documentID], "\(remote) \(e.change.documentID)")
+                }
+                let flagged = changes.filter(\.hasOtherLeaves).map(\.documentID)
+                #expect(page.otherLeafTrees == trees.filter { flagged.contains($0.key) })
+            }
+        }
+        let all = try db.outgoingPage(since: 0, limit: 1000, remote: "peer", historyLimit: 3)
+        #expect(all.entries.contains { $0.remoteRevision != nil } && all.entries.contains { $0.remoteRevision == nil })
+        #expect(all.otherLeafTrees.keys.sorted() == ["doc-18", "doc-9"])
+        #expect(all.purgeCount == 0)
+        try db.purge("doc-1")
+        #expect(try db.outgoingPage(since: 0, limit: 1, remote: "peer", historyLimit: 3).purgeCount == 1)
     }
 }

@@ -46,3 +46,57 @@ extension Database {
         }
     }
 }
+
+extension Database {
+    /// Up to `limit` changes after `since`, each with what sending it to `remote` needs
+    /// (`OutgoingPage`), at most `historyLimit` ancestors per revision; one read transaction, one
+    /// scan of the feed: what an active push reads per batch.
+    public func outgoingPage(since: Int64, limit: Int, remote: String, historyLimit: Int) throws(StoreError) -> OutgoingPage {
+        guard limit > 0 else { throw .invalidArgument("limit must be positive") }
+        return try readers.withSnapshot { (c) throws(StoreError) -> OutgoingPage in
+            let purges = try WriteTransaction.purgeCount(c)
+            let k = try c.prepare("SELECT remote_key FROM remotes WHERE address = ?")
+            k.bind(1, remote)
+            let key: Int? = try k.step() ? k.int(0) : nil
+            k.reset()
+            // One row per change: only the remote's own acknowledgement is joined.
+            let s = try c.prepare("""
+                SELECT d.doc_id, d.rev_id, d.deleted, d.sequence, d.body, d.tree, d.conflicted, r.rev_id
+                FROM (SELECT doc_id, rev_id, deleted, sequence, body, tree, conflicted FROM docs
+                      WHERE sequence > ? ORDER BY sequence LIMIT ?) d
+                LEFT JOIN remote_revs r ON r.doc_id = d.doc_id AND r.remote_key = ?
+                """)
+            defer { s.reset() }
+            s.bind(1, since)
+            s.bind(2, limit)
+            s.bind(3, key ?? -1)
+            var entries: [OutgoingPage.Entry] = []
+            entries.reserveCapacity(min(limit, 1024))
+            var otherLeaves: [String] = []
+            // The join keeps the subquery's order in practice; sorted here if it did not.
+            var ordered = true
+            while try s.step() {
+                let id = s.string(0)
+                let rev = try s.revisionID(1, of: id)
+                let change = Change(documentID: id, revisionID: rev, isDeleted: s.int(2) != 0, sequence: s.int64(3),
+                                    hasOtherLeaves: s.int(6) & 2 != 0)
+                let tree = try RevisionTreeCodec.locate(s.bytes(5), documentID: id, remote: key)
+                let revision = tree.index(of: rev).flatMap { tree.outgoing(at: $0, currentBody: s.bytes(4), historyLimit: historyLimit) }
+                var pinned = tree.pinned.map { tree.nodes[$0].revisionID }
+                // An acknowledgement not yet moved into the tree wins, if the tree holds it
+                // (as `AcknowledgedRevisions.apply` has it).
+                if !s.isNull(7), let acknowledged = try? RevisionID(s.string(7)), tree.index(of: acknowledged) != nil {
+                    pinned = acknowledged
+                }
+                if let previous = entries.last, previous.change.sequence > change.sequence { ordered = false }
+                if change.hasOtherLeaves { otherLeaves.append(id) }
+                entries.append(OutgoingPage.Entry(change: change, revision: revision, remoteRevision: pinned))
+            }
+            s.reset()
+            if !ordered { entries.sort { $0.change.sequence < $1.change.sequence } }
+            var trees: [String: RevisionTree] = [:]
+            try Self.readTrees(otherLeaves, on: c, into: &trees)
+            return OutgoingPage(entries: entries, otherLeafTrees: trees, purgeCount: purges)
+        }
+    }
+}

@@ -97,42 +97,65 @@ enum RevisionTreeCodec {
         return tree
     }
 
-    /// What sending `revision` needs, read from a stored tree without building it: the nodes are
-    /// located in place (a body is copied only for the revision asked for) and no table of them
-    /// is made — what a replication's sender reads for every revision it sends. The blob is
-    /// checked as `decode` checks it; nil if the tree does not hold `revision` or its body.
+    /// What sending `revision` needs, read from a stored tree without building it (`locate`);
+    /// nil if the tree does not hold `revision` or its body.
     static func outgoing(_ bytes: [UInt8], currentBody: @autoclosure () -> [UInt8], revision: RevisionID, historyLimit: Int,
                          documentID: String) throws(StoreError) -> OutgoingRevision? {
+        let tree = try locate(bytes, documentID: documentID)
+        return tree.index(of: revision).flatMap { tree.outgoing(at: $0, currentBody: currentBody(), historyLimit: historyLimit) }
+    }
+
+    /// A stored tree's nodes located in place — no body copied, no table of them made — and
+    /// checked as `decode` checks them: what a replication's sender reads for every revision it
+    /// sends. `remote`: the remote whose pinned node to note (`LocatedTree.pinned`).
+    static func locate(_ bytes: [UInt8], documentID: String, remote: Int? = nil) throws(StoreError) -> LocatedTree {
         var r = Reader(bytes: bytes)
         let bad = StoreError.corruptRevisionTree(documentID: documentID)
         guard r.byte() == version, let count = r.varint(), count <= UInt64(bytes.count) else { throw bad }
         var nodes: [LocatedNode] = []
         nodes.reserveCapacity(Int(count))
-        var hit: Int?
         for i in 0..<Int(count) {
             // A node that is its own parent would make a loop of the tree.
             guard let node = r.node(count: count), node.parentIndex != i + 1 else { throw bad }
-            // The last node of an ID is the one `decode` keeps.
-            if node.revisionID == revision { hit = i }
             nodes.append(node)
         }
+        var pinned: Int?
         guard let rc = r.varint(), rc <= UInt64(bytes.count) else { throw bad }
         for _ in 0..<Int(rc) {
-            guard let remote = r.varint(), let idx = r.varint(), idx < count, remote <= UInt64(Int.max) else { throw bad }
+            guard let key = r.varint(), let idx = r.varint(), idx < count, key <= UInt64(Int.max) else { throw bad }
+            if let remote, Int(key) == remote { pinned = Int(idx) }
         }
         guard r.atEnd else { throw bad }
-        guard let hit else { return nil }
-        let node = nodes[hit]
-        let body: [UInt8]
-        if node.flags & 4 != 0 { body = currentBody() } else if node.flags & 2 != 0 { body = Array(bytes[node.body]) } else { return nil }
-        var ancestors: [RevisionID] = []
-        var parent = node.parentIndex
-        // Bounded by the node count too: a damaged blob could make the parents a loop.
-        while parent != 0, ancestors.count < historyLimit, ancestors.count < nodes.count {
-            ancestors.append(nodes[parent - 1].revisionID)
-            parent = nodes[parent - 1].parentIndex
+        return LocatedTree(bytes: bytes, nodes: nodes, pinned: pinned)
+    }
+
+    /// A stored tree as `locate` found it.
+    struct LocatedTree {
+        let bytes: [UInt8]
+        let nodes: [LocatedNode]
+        /// The node pinned for the remote `locate` was asked about, if any.
+        let pinned: Int?
+
+        /// The node of `revision` (the last of that ID, the one `decode` keeps).
+        func index(of revision: RevisionID) -> Int? {
+            nodes.lastIndex { $0.revisionID == revision }
         }
-        return OutgoingRevision(body: body, isDeleted: node.flags & 1 != 0, ancestors: ancestors)
+
+        /// What sending node `index` needs, with at most `historyLimit` ancestors; nil if its body
+        /// is not kept. `currentBody`: the document row's body, for the node flagged as holding it.
+        func outgoing(at index: Int, currentBody: @autoclosure () -> [UInt8], historyLimit: Int) -> OutgoingRevision? {
+            let node = nodes[index]
+            let body: [UInt8]
+            if node.flags & 4 != 0 { body = currentBody() } else if node.flags & 2 != 0 { body = Array(bytes[node.body]) } else { return nil }
+            var ancestors: [RevisionID] = []
+            var parent = node.parentIndex
+            // Bounded by the node count too: a damaged blob could make the parents a loop.
+            while parent != 0, ancestors.count < historyLimit, ancestors.count < nodes.count {
+                ancestors.append(nodes[parent - 1].revisionID)
+                parent = nodes[parent - 1].parentIndex
+            }
+            return OutgoingRevision(body: body, isDeleted: node.flags & 1 != 0, ancestors: ancestors)
+        }
     }
 
     /// One node as stored: its parent as an index into the stored order (0 = a root), its body

@@ -106,20 +106,19 @@ final class Pusher: Sendable {
         }
         while !Task.isCancelled {
             var changes: [Change]
-            // Proposing every change (no selector) sends every change's tree (its remote parent,
-            // its `rev`): read them in the same scan, after the purge count `setRemoteRevisions`
-            // compares with.
-            var read: (trees: [String: RevisionTree], purges: Int64)?
+            // Proposing every change (no selector) offers every change: read what offering needs
+            // (its remote parent, its `rev`) in the same scan of the feed.
+            var read: (offers: [Offer], purges: Int64)?
             do {
-                if case .propose = mode, select == nil {
-                    let purges = try database.purgeCount()
-                    let batch = try database.changesWithTrees(since: position, limit: batchSize)
-                    changes = batch.changes
-                    read = (batch.trees, purges)
+                if case .propose(let remote, _) = mode, select == nil {
+                    let page = try database.outgoingPage(since: position, limit: batchSize, remote: remote,
+                                                         historyLimit: ReplicatorTuning.maxHistory)
+                    let offers = Self.offers(of: page)
+                    changes = offers.map(\.change)
+                    read = (offers, page.purgeCount)
                 } else {
-                    changes = try database.changes(since: position, limit: batchSize)
+                    changes = try withOtherLeaves(database.changes(since: position, limit: batchSize))
                 }
-                changes = try withOtherLeaves(changes, trees: read?.trees)
             } catch { throw .store(error) }
             guard let last = changes.last else {
                 if let window, let o = offered {
@@ -177,75 +176,118 @@ final class Pusher: Sendable {
     /// change feed names only the current revision, and a peer holding an older state of such
     /// a leaf (another life of the document, or a conflict's loser, still live there) would
     /// never learn how it ended.
-    /// `trees`: the changes' trees if already read.
-    func withOtherLeaves(_ changes: [Change], trees: [String: RevisionTree]?) throws(StoreError) -> [Change] {
+    func withOtherLeaves(_ changes: [Change]) throws(StoreError) -> [Change] {
         let flagged = changes.filter(\.hasOtherLeaves)
         guard !flagged.isEmpty else { return changes }
-        let read: [String: RevisionTree]
-        if let trees { read = trees } else { read = try database.revisionTrees(of: flagged) }
+        let trees = try database.revisionTrees(of: flagged)
         var out: [Change] = []
         out.reserveCapacity(changes.count + flagged.count)
         for c in changes {
-            // The other leaves go first: one may close the branch the receiver holds current,
-            // and the current revision must then meet the receiver's state after that.
-            if c.hasOtherLeaves, let tree = read[c.documentID] {
-                for leaf in tree.leaves where leaf.revisionID != c.revisionID {
-                    out.append(Change(documentID: c.documentID, revisionID: leaf.revisionID, isDeleted: leaf.isDeleted, sequence: c.sequence))
-                }
-            }
+            if c.hasOtherLeaves, let tree = trees[c.documentID] { out += Self.otherLeaves(of: c, in: tree).map(\.change) }
             out.append(c)
         }
         return out
     }
 
+    /// The leaves of `change`'s document besides its current revision, as entries at its
+    /// sequence. They go before the change: one may close the branch the receiver holds
+    /// current, and the current revision must then meet the receiver's state after that.
+    static func otherLeaves(of change: Change, in tree: RevisionTree) -> [(change: Change, node: RevisionTree.Node)] {
+        tree.leaves.compactMap {
+            $0.revisionID == change.revisionID ? nil
+                : (Change(documentID: change.documentID, revisionID: $0.revisionID, isDeleted: $0.isDeleted, sequence: change.sequence), $0)
+        }
+    }
+
     // MARK: Active push (proposeChanges)
 
-    /// `read`: the changes' trees and the purge count read before them, if the caller has them.
-    private func propose(_ changes: [Change], remote: String, alsoPulling: Bool,
-                         read: (trees: [String: RevisionTree], purges: Int64)?) async throws(ReplicationError) {
-        // One read of the trees serves both the remote parents and the `rev` messages.
-        let trees: [String: RevisionTree]
-        let parents: [String: RevisionID]
-        let purges: Int64
-        do {
-            if let read {
-                (trees, purges) = read
-            } else {
-                purges = try database.purgeCount()
-                trees = try database.revisionTrees(of: changes)
+    /// One revision an active push offers, with what was read of it in one snapshot.
+    struct Offer: Sendable {
+        let change: Change
+        /// What its `rev` needs; nil if no longer kept (a `norev` is sent).
+        let revision: OutgoingRevision?
+        /// The latest revision of the document the peer is known to have.
+        let remoteParent: RevisionID?
+        /// The document's current revision (proposed), or another leaf (sent unproposed).
+        let isCurrent: Bool
+        /// A leaf closing a branch (`RevisionTree.Node.isClosed`).
+        let isClosedLeaf: Bool
+        /// Whether the document still existed when read (after the purge count was taken): only
+        /// then may the peer's acknowledgement be recorded unchecked.
+        let wasRead: Bool
+    }
+
+    /// A page's offers: each change after the other leaves of its document.
+    static func offers(of page: OutgoingPage) -> [Offer] {
+        var out: [Offer] = []
+        out.reserveCapacity(page.entries.count)
+        for e in page.entries {
+            if e.change.hasOtherLeaves, let tree = page.otherLeafTrees[e.change.documentID] {
+                for (leaf, node) in otherLeaves(of: e.change, in: tree) {
+                    out.append(Offer(change: leaf, revision: tree.outgoing(leaf.revisionID, historyLimit: ReplicatorTuning.maxHistory),
+                                     remoteParent: e.remoteRevision, isCurrent: false, isClosedLeaf: node.isClosed, wasRead: true))
+                }
             }
-            parents = try database.remoteRevisions(in: trees, remote: remote)
-        } catch { throw .store(error) }
+            out.append(Offer(change: e.change, revision: e.revision, remoteParent: e.remoteRevision, isCurrent: true,
+                             isClosedLeaf: false, wasRead: true))
+        }
+        return out
+    }
+
+    /// The offers of selected changes, read from their trees (after the purge count).
+    private func offers(of changes: [Change], remote: String) throws(StoreError) -> (offers: [Offer], purges: Int64) {
+        let purges = try database.purgeCount()
+        let trees = try database.revisionTrees(of: changes)
+        let parents = try database.remoteRevisions(in: trees, remote: remote)
+        let offers = changes.map { c in
+            let tree = trees[c.documentID]
+            let isCurrent = tree?.current?.revisionID == c.revisionID
+            return Offer(change: c, revision: tree?.outgoing(c.revisionID, historyLimit: ReplicatorTuning.maxHistory),
+                         remoteParent: parents[c.documentID], isCurrent: isCurrent,
+                         isClosedLeaf: !isCurrent && tree?.nodes[c.revisionID]?.isClosed == true, wasRead: tree != nil)
+        }
+        return (offers, purges)
+    }
+
+    /// `read`: the changes' offers and the purge count read before them, if the caller has them.
+    private func propose(_ changes: [Change], remote: String, alsoPulling: Bool,
+                         read: (offers: [Offer], purges: Int64)?) async throws(ReplicationError) {
+        let offers: [Offer]
+        let purges: Int64
+        if let read { (offers, purges) = read } else {
+            do { (offers, purges) = try self.offers(of: changes, remote: remote) } catch { throw .store(error) }
+        }
         // Revisions the peer is known to have (pulled from it) are not offered back.
-        let unknown = changes.filter { parents[$0.documentID] != $0.revisionID }
-        reporter.completed(changes.count - unknown.count)
+        let unknown = offers.filter { $0.remoteParent != $0.change.revisionID }
+        reporter.completed(offers.count - unknown.count)
         guard !unknown.isEmpty else { return }
         // Leaves other than the current revision are sent without a proposal: `proposeChanges`
         // is judged against the peer's current revision, which such a leaf (another life's
         // tombstone) need not continue; the peer's insert judges it with its history.
-        var batch: [Change] = [], unproposed: [Change] = []
-        for c in unknown {
-            if trees[c.documentID]?.current?.revisionID == c.revisionID { batch.append(c) } else { unproposed.append(c) }
+        var batch: [Offer] = [], unproposed: [Offer] = []
+        for o in unknown {
+            if o.isCurrent { batch.append(o) } else { unproposed.append(o) }
         }
         // They go first: one may end the life the peer holds live, after which the peer takes
         // our current revision (a tombstone beside its own) as the re-creation table allows.
         // What the peer has as its latest stays its current revision: these are not recorded.
         if !unproposed.isEmpty {
-            _ = try await sendRevs(unproposed.map { ($0, [], JSONValue.int($0.sequence)) }, trees: trees, noConflicts: true,
-                                   closedLeavesMayBeRefused: true)
+            _ = try await sendRevs(unproposed.map { ($0, []) }, noConflicts: true, closedLeavesMayBeRefused: true)
         }
         guard !batch.isEmpty else { return }
         var proposals = batch.map {
-            ReplicationMessages.ProposedChange(documentID: $0.documentID, revisionID: $0.revisionID.description,
-                                               remoteParent: parents[$0.documentID]?.description)
+            ReplicationMessages.ProposedChange(documentID: $0.change.documentID, revisionID: $0.change.revisionID.description,
+                                               remoteParent: $0.remoteParent?.description)
         }
         var statuses = try await sendProposals(proposals)
         // A 409 naming a current revision that is our ancestor only means our bookkeeping was
-        // behind (e.g. the peer got it from a third peer): propose again with that parent.
+        // behind (e.g. the peer got it from a third peer): propose again with that parent. Only
+        // the ancestors a `rev` carries count: a history cut before the peer's revision would
+        // not connect to it anyway.
         var retry: [Int] = []
         for (i, s) in statuses.enumerated() {
             guard case .conflict(let cur?) = s, let curRev = try? RevisionID(cur),
-                  let tree = trees[batch[i].documentID], tree.isAncestor(curRev, of: batch[i].revisionID) else { continue }
+                  batch[i].revision?.ancestors.contains(curRev) == true else { continue }
             proposals[i].remoteParent = cur
             retry.append(i)
         }
@@ -254,17 +296,18 @@ final class Pusher: Sendable {
             for (k, i) in retry.enumerated() { statuses[i] = again[k] }
         }
 
-        var toSend: [(change: Change, known: [String])] = []
+        var toSend: [(offer: Offer, known: [String])] = []
         var synced: [(documentID: String, revisionID: RevisionID)] = []
         var judged = 0
-        for (i, (change, status)) in zip(batch, statuses).enumerated() {
+        for (i, (offer, status)) in zip(batch, statuses).enumerated() {
+            let change = offer.change
             switch status {
             case .send:
-                toSend.append((change, proposals[i].remoteParent.map { [$0] } ?? []))
+                toSend.append((offer, proposals[i].remoteParent.map { [$0] } ?? []))
             case .alreadyHave:
-                // Only documents whose trees were read after `purges`: one purged before that
-                // has none, and its acknowledgement must not be recorded unchecked.
-                if trees[change.documentID] != nil { synced.append((change.documentID, change.revisionID)) }
+                // Only documents read after `purges`: one purged before that has none, and its
+                // acknowledgement must not be recorded unchecked.
+                if offer.wasRead { synced.append((change.documentID, change.revisionID)) }
                 judged += 1
             case .conflict:
                 judged += 1
@@ -279,8 +322,7 @@ final class Pusher: Sendable {
             }
         }
         reporter.completed(judged)
-        synced += try await sendRevs(toSend.map { ($0.change, $0.known, JSONValue.int($0.change.sequence)) }, trees: trees,
-                                     noConflicts: true, pulling: alsoPulling)
+        synced += try await sendRevs(toSend, noConflicts: true, pulling: alsoPulling)
         let acknowledged = synced
         do { try await database.write { (d) throws(StoreError) in try d.setRemoteRevisions(acknowledged, remote: remote, purgeCountBefore: purges) } } catch { throw .store(error) }
     }
@@ -332,13 +374,14 @@ final class Pusher: Sendable {
         } catch { throw .store(error) }
         let (messages, sent) = revMessages(toSend, revisions: revisions, noConflicts: false)
         guard !messages.isEmpty else { return }
+        let sentChanges = sent.map { toSend[$0].change }
         // Queued while the previous batch's revisions are still going out; sent from the loop.
         try await window.waitForRoom()
         window.send(messages) { [self] i, result in
             switch result {
-            case .success: pushed(CollectionOfOne(sent[i]))
+            case .success: pushed(CollectionOfOne(sentChanges[i]))
             case .failure(.errorResponse(let domain, let code, let message)):
-                fail(sent[i], .remote(domain: domain, code: code, message: message))
+                fail(sentChanges[i], .remote(domain: domain, code: code, message: message))
             case .failure: break   // the window ends the feed with it
             }
         }
@@ -356,11 +399,11 @@ final class Pusher: Sendable {
     /// no-conflicts mode), so there was nothing to close there — not a failure either. Which
     /// peers hold a loser cannot be known here (this peer may have pushed it, or a third one may
     /// have), so every closed leaf is sent and the peer's answer decides (docs/reliability.md).
-    private func sendRevs(_ items: [(change: Change, known: [String], sequence: JSONValue)], trees: [String: RevisionTree],
-                          noConflicts: Bool, pulling: Bool = false,
+    private func sendRevs(_ items: [(offer: Offer, known: [String])], noConflicts: Bool, pulling: Bool = false,
                           closedLeavesMayBeRefused: Bool = false) async throws(ReplicationError) -> [(documentID: String, revisionID: RevisionID)] {
-        let revisions = items.map { trees[$0.change.documentID]?.outgoing($0.change.revisionID, historyLimit: ReplicatorTuning.maxHistory) }
-        let (messages, sent) = revMessages(items, revisions: revisions, noConflicts: noConflicts)
+        let (messages, sentIndexes) = revMessages(items.map { ($0.offer.change, $0.known, JSONValue.int($0.offer.change.sequence)) },
+                                                  revisions: items.map(\.offer.revision), noConflicts: noConflicts)
+        let sent = sentIndexes.map { items[$0].offer }
         reporter.onRevisionsSent(messages.count)
         let results = await connection.sendAll(messages)
         var stored: [(documentID: String, revisionID: RevisionID)] = []
@@ -368,7 +411,8 @@ final class Pusher: Sendable {
         pushedChanges.reserveCapacity(sent.count)
         // Reported together, also when a failure below ends the batch early.
         defer { pushed(pushedChanges) }
-        for (change, result) in zip(sent, results) {
+        for (offer, result) in zip(sent, results) {
+            let change = offer.change
             switch result {
             case .success:
                 stored.append((change.documentID, change.revisionID))
@@ -383,7 +427,7 @@ final class Pusher: Sendable {
                     reporter.completed(1)
                     continue
                 }
-                if closedLeavesMayBeRefused && code == 409, trees[change.documentID]?.nodes[change.revisionID]?.isClosed == true {
+                if closedLeavesMayBeRefused && code == 409, offer.isClosedLeaf {
                     logger.debug("closed branch unknown to the peer", metadata: ["doc": "\(change.documentID)"])
                     reporter.completed(1)
                     continue
@@ -399,11 +443,11 @@ final class Pusher: Sendable {
     /// Builds the `rev` messages of these changes from what was read of their revisions
     /// (`revisions[i]` for `items[i]`); a revision no longer kept (superseded and pruned since
     /// it was listed) is answered `norev` at once (the newer one comes in a later batch).
-    /// Returns the messages and the changes they carry, in order.
+    /// Returns the messages and the indexes of the items they carry, in order.
     private func revMessages(_ items: [(change: Change, known: [String], sequence: JSONValue)], revisions: [OutgoingRevision?],
-                             noConflicts: Bool) -> ([BLIPMessage], [Change]) {
+                             noConflicts: Bool) -> ([BLIPMessage], [Int]) {
         var messages: [BLIPMessage] = []
-        var sent: [Change] = []
+        var sent: [Int] = []
         messages.reserveCapacity(items.count)
         sent.reserveCapacity(items.count)
         for (i, (change, known, sequence)) in items.enumerated() {
@@ -411,7 +455,7 @@ final class Pusher: Sendable {
             if let m = RevMessage.make(revisions[i], documentID: id, revisionID: change.revisionID, knownRevisions: known,
                                        sequence: sequence, noConflicts: noConflicts) {
                 messages.append(m)
-                sent.append(change)
+                sent.append(i)
             } else {
                 connection.send(RevMessage.makeNoRev(documentID: id, revisionID: change.revisionID.description, sequence: sequence,
                                                      status: 410, reason: "revision superseded")) { _ in }
