@@ -254,13 +254,33 @@ struct SequenceWindow: Sendable {
     /// The last sequence up to which everything is done.
     private(set) var checkpoint: JSONValue?
 
-    /// An entry's IDs as they are: joining them into one string cost an allocation per entry.
+    /// An entry's IDs as they are (joining them into one string cost an allocation per entry),
+    /// with their hash taken once: removing a key makes the table re-hash the keys it moves
+    /// into the hole, and hashing both strings again for each was most of the ledger's cost on
+    /// the pull's writer. The hash is the standard seeded one, so the table stays as hard to
+    /// flood as with the strings themselves.
     private struct Key: Hashable {
         let documentID: String
         let revisionID: String
+        let digest: Int
+
+        init(_ documentID: String, _ revisionID: String) {
+            self.documentID = documentID
+            self.revisionID = revisionID
+            var h = Hasher()
+            h.combine(documentID)
+            h.combine(revisionID)
+            digest = h.finalize()
+        }
+
+        static func == (a: Key, b: Key) -> Bool {
+            a.digest == b.digest && a.documentID == b.documentID && a.revisionID == b.revisionID
+        }
+
+        func hash(into hasher: inout Hasher) { hasher.combine(digest) }
     }
 
-    private static func key(_ documentID: String, _ revisionID: String) -> Key { Key(documentID: documentID, revisionID: revisionID) }
+    private static func key(_ documentID: String, _ revisionID: String) -> Key { Key(documentID, revisionID) }
 
     /// Whether entries are still waiting.
     var isEmpty: Bool { start == window.count }
