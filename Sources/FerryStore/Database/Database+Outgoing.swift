@@ -55,10 +55,7 @@ extension Database {
         guard limit > 0 else { throw .invalidArgument("limit must be positive") }
         return try readers.withSnapshot { (c) throws(StoreError) -> OutgoingPage in
             let purges = try WriteTransaction.purgeCount(c)
-            let k = try c.prepare("SELECT remote_key FROM remotes WHERE address = ?")
-            k.bind(1, remote)
-            let key: Int? = try k.step() ? k.int(0) : nil
-            k.reset()
+            let key = try Self.remoteKey(remote, on: c)
             // One row per change: only the remote's own acknowledgement is joined.
             let s = try c.prepare("""
                 SELECT d.doc_id, d.rev_id, d.deleted, d.sequence, d.body, d.tree, d.conflicted, r.rev_id
@@ -98,5 +95,13 @@ extension Database {
             try Self.readTrees(otherLeaves, on: c, into: &trees)
             return OutgoingPage(entries: entries, otherLeafTrees: trees, purgeCount: purges)
         }
+    }
+
+    /// The key `remote`'s pins are kept under, if it has any.
+    static func remoteKey(_ remote: String, on c: Connection) throws(StoreError) -> Int? {
+        let k = try c.prepare("SELECT remote_key FROM remotes WHERE address = ?")
+        defer { k.reset() }
+        k.bind(1, remote)
+        return try k.step() ? k.int(0) : nil
     }
 }

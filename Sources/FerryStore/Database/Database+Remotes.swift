@@ -12,12 +12,7 @@ extension Database {
     /// caller that already read the trees, e.g. to build its `rev` messages from them too).
     public func remoteRevisions(in trees: [String: RevisionTree], remote: String) throws(StoreError) -> [String: RevisionID] {
         guard !trees.isEmpty else { return [:] }
-        let key = try readers.withReader { (c) throws(StoreError) -> Int? in
-            let k = try c.prepare("SELECT remote_key FROM remotes WHERE address = ?")
-            defer { k.reset() }
-            k.bind(1, remote)
-            return try k.step() ? k.int(0) : nil
-        }
+        let key = try readers.withReader { (c) throws(StoreError) -> Int? in try Self.remoteKey(remote, on: c) }
         guard let key else { return [:] }
         return trees.compactMapValues { $0.remoteRevisions[key] }
     }
