@@ -4,6 +4,15 @@ import Testing
 /// The sending side's read of a revision (`OutgoingRevision`) against the same read through the
 /// decoded tree, which it must equal for every tree, revision and history limit.
 @Suite struct OutgoingRevisionTests {
+    /// A database keeping 3 revisions deep, with `documents` saved once each.
+    static func shallowDatabase(documents: Int) throws -> (Database, TempDir, [Document]) {
+        var options = DatabaseOptions()
+        options.maxRevisionTreeDepth = 3
+        let (db, dir) = try freshDatabase(options)
+        let docs = try (0..<documents).map { i in try db.save(Document(id: "doc-\(i)", properties: ["i": .int(Int64(i))])) }
+        return (db, dir, docs)
+    }
+
     /// A random tree: branches, deletions, bodies dropped by pruning, remote pins.
     static func randomTree(_ g: inout SeededGenerator) throws -> RevisionTree {
         var t = RevisionTree()
@@ -71,12 +80,9 @@ import Testing
     /// (their listed revision superseded, their row past the range), deleted, in conflict and
     /// with old bodies pruned away; and a sparse batch, read through the trees.
     @Test func aDatabaseReadsABatchAsItsTreesSay() throws {
-        var options = DatabaseOptions()
-        options.maxRevisionTreeDepth = 3
-        let (db, dir) = try freshDatabase(options)
+        let (db, dir, saved) = try Self.shallowDatabase(documents: 120)
         _ = dir
-        var docs: [Document] = []
-        for i in 0..<120 { docs.append(try db.save(Document(id: "doc-\(i)", properties: ["i": .int(Int64(i))]))) }
+        var docs = saved
         for i in stride(from: 0, to: 120, by: 7) {
             for k in 0..<4 {
                 docs[i]["k"] = .int(Int64(k))
@@ -113,12 +119,10 @@ import Testing
     /// not yet moved there, of this remote and of another, one naming a revision pruned away —
     /// and the whole trees of the documents with other leaves.
     @Test func aPushPageReadsWhatTheTreesSay() throws {
-        var options = DatabaseOptions()
-        options.maxRevisionTreeDepth = 3
-        let (db, dir) = try freshDatabase(options)
+        let (db, dir, saved) = try Self.shallowDatabase(documents: 60)
         _ = dir
-        var docs: [Document] = []
-        for i in 0..<60 { docs.append(try db.save(Document(id: "doc-\(i)", properties: ["i": .int(Int64(i))]))) }
+        var docs = saved
+        let firstOf5 = try #require(docs[5].revisionID)
         try db.setRemoteRevisions(docs.enumerated().filter { $0.offset % 2 == 0 }.map { ($0.element.id, try #require($0.element.revisionID)) },
                                   remote: "peer")
         try db.setRemoteRevisions(docs.enumerated().filter { $0.offset % 3 == 0 }.map { ($0.element.id, try #require($0.element.revisionID)) },
@@ -131,8 +135,8 @@ import Testing
             }
         }
         // Acknowledged after that: rows beside the trees, one of a revision the tree no longer holds.
-        try db.setRemoteRevisions([(docs[10].id, try #require(docs[10].revisionID)), (docs[4].id, try #require(docs[4].revisionID))],
-                                  remote: "peer")
+        try db.setRemoteRevisions([(docs[10].id, try #require(docs[10].revisionID)), (docs[4].id, try #require(docs[4].revisionID)),
+                                   (docs[5].id, firstOf5)], remote: "peer")
         for i in stride(from: 7, to: 60, by: 11) { _ = try db.delete(docs[i]) }
         try db.insert(ReplicatedRevision(documentID: "doc-9", history: ["2-ee", "1-aa"], body: json(#"{"peer":true}"#)))
         try db.insert(ReplicatedRevision(documentID: "doc-18", history: ["3-ee", "2-dd", "1-aa"], body: json(#"{"peer":true}"#)))
@@ -154,6 +158,7 @@ import Testing
             }
         }
         let all = try db.outgoingPage(since: 0, limit: 1000, remote: "peer", historyLimit: 3)
+        #expect(all.entries.first { $0.change.documentID == "doc-5" }?.remoteRevision == nil)
         #expect(all.entries.contains { $0.remoteRevision != nil } && all.entries.contains { $0.remoteRevision == nil })
         #expect(all.otherLeafTrees.keys.sorted() == ["doc-18", "doc-9"])
         #expect(all.purgeCount == 0)
