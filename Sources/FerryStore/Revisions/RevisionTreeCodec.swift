@@ -68,32 +68,17 @@ enum RevisionTreeCodec {
     /// Decodes a stored tree; `currentBody` is the document row's body. Every length and index
     /// is checked: a damaged blob throws `.corruptRevisionTree`, never traps.
     static func decode(_ bytes: [UInt8], currentBody: [UInt8], documentID: String) throws(StoreError) -> RevisionTree {
-        var r = Reader(bytes: bytes)
-        let bad = StoreError.corruptRevisionTree(documentID: documentID)
-        guard r.byte() == version, let count = r.varint(), count <= UInt64(bytes.count) else { throw bad }
-        // One array of the nodes as stored (most trees have one): their parents are indexes into it.
-        var raw: [LocatedNode] = []
-        raw.reserveCapacity(Int(count))
-        for _ in 0..<Int(count) {
-            guard let node = r.node(count: count) else { throw bad }
-            raw.append(node)
-        }
+        // The nodes as stored (most trees have one): their parents are indexes into them.
+        let located = try locate(bytes, documentID: documentID)
+        let raw = located.nodes
         var tree = RevisionTree()
-        for (i, n) in raw.enumerated() {
-            // A node that is its own parent would make a loop of the tree.
-            guard n.parentIndex != i + 1 else { throw bad }
+        for n in raw {
             let parent = n.parentIndex == 0 ? nil : raw[n.parentIndex - 1].revisionID
             let body = n.flags & 2 != 0 ? Array(bytes[n.body]) : n.flags & 4 != 0 ? currentBody : nil
             tree.nodes[n.revisionID] = RevisionTree.Node(revisionID: n.revisionID, parent: parent, isDeleted: n.flags & 1 != 0,
                                                          body: body, prunedBelow: n.flags & 8 != 0)
         }
-        guard let rc = r.varint(), rc <= UInt64(bytes.count) else { throw bad }
-        for _ in 0..<Int(rc) {
-            guard let remote = r.varint(), let idx = r.varint(), idx < UInt64(raw.count),
-                  remote <= UInt64(Int.max) else { throw bad }
-            tree.remoteRevisions[Int(remote)] = raw[Int(idx)].revisionID
-        }
-        guard r.atEnd else { throw bad }
+        located.forEachRemote { remote, index in tree.remoteRevisions[remote] = raw[index].revisionID }
         return tree
     }
 
@@ -120,13 +105,14 @@ enum RevisionTreeCodec {
             nodes.append(node)
         }
         var pinned: Int?
+        let remotesStart = r.pos
         guard let rc = r.varint(), rc <= UInt64(bytes.count) else { throw bad }
         for _ in 0..<Int(rc) {
             guard let key = r.varint(), let idx = r.varint(), idx < count, key <= UInt64(Int.max) else { throw bad }
             if let remote, Int(key) == remote { pinned = Int(idx) }
         }
         guard r.atEnd else { throw bad }
-        return LocatedTree(bytes: bytes, nodes: nodes, pinned: pinned)
+        return LocatedTree(bytes: bytes, nodes: nodes, pinned: pinned, remotesStart: remotesStart)
     }
 
     /// A stored tree as `locate` found it.
@@ -135,6 +121,20 @@ enum RevisionTreeCodec {
         let nodes: [LocatedNode]
         /// The node pinned for the remote `locate` was asked about, if any.
         let pinned: Int?
+        /// Where the (checked) list of remote pins begins.
+        let remotesStart: Int
+
+        /// Calls `body` with each remote pin (remote, node index), in stored order. `locate`
+        /// checked them, so they are read again without checks rather than kept in an array
+        /// that most readers never look at.
+        func forEachRemote(_ body: (Int, Int) -> Void) {
+            var r = Reader(bytes: bytes, pos: remotesStart)
+            let count = r.varint() ?? 0
+            for _ in 0..<count {
+                guard let key = r.varint(), let index = r.varint() else { return }
+                body(Int(key), Int(index))
+            }
+        }
 
         /// The node of `revision` (the last of that ID, the one `decode` keeps).
         func index(of revision: RevisionID) -> Int? {
