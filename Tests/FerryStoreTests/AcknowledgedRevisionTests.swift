@@ -122,6 +122,31 @@ import Testing
         #expect(try db.changesWithTrees(since: 0, limit: 3).trees["d1"]?.remoteRevisions.count == 2)
     }
 
+    /// A pusher's unchecked record goes in statements of 32 rows, the rest one by one: every
+    /// row lands, in order (a document acknowledged twice in one call keeps the later
+    /// revision), exactly as one row per statement would.
+    @Test func aBatchOfAcknowledgementsIsRecordedWholeAndInOrder() throws {
+        let (db, dir) = try freshDatabase()
+        var acks: [(documentID: String, revisionID: RevisionID)] = []
+        var expected: [String: RevisionID] = [:]
+        for i in 0..<75 {
+            var (doc, r) = try save(db, Document(id: "d\(i)", properties: ["i": .int(Int64(i))]))
+            acks.append((documentID: "d\(i)", revisionID: r))
+            expected["d\(i)"] = r
+            if i % 10 == 3 {
+                // A second revision of the same document, acknowledged later in the same call.
+                doc.properties["edited"] = true
+                (_, r) = try save(db, doc)
+                acks.append((documentID: "d\(i)", revisionID: r))
+                expected["d\(i)"] = r
+            }
+        }
+        #expect(acks.count == 83 && acks.count / AcknowledgedRevisions.rowsPerStatement == 2)
+        try db.setRemoteRevisions(acks, remote: "peer", purgeCountBefore: try db.purgeCount())
+        #expect(try rows(dir) == 75)
+        #expect(try db.remoteRevisions(of: Array(expected.keys), remote: "peer") == expected)
+    }
+
     @Test func revisionsNotInTheTreeAndPurgedDocumentsLeaveNoPin() throws {
         let (db, dir) = try freshDatabase()
         let (_, first) = try save(db, Document(id: "doc", properties: ["v": 1]))

@@ -15,6 +15,14 @@ enum AcknowledgedRevisions {
     /// `recordSQL` without the existence check (which cost as much as the insert): for when
     /// no document was purged since the acknowledged ones were read (`meta.purges` unchanged).
     static let recordUncheckedSQL = "INSERT OR REPLACE INTO remote_revs (doc_id, remote_key, rev_id) VALUES (?1, ?2, ?3)"
+    /// Rows per statement of `recordUncheckedManySQL`.
+    static let rowsPerStatement = 32
+    /// `recordUncheckedSQL` for `rowsPerStatement` rows at once (parameters 3k+1…3k+3 are row
+    /// k's): a pusher records a whole batch, and a statement's own cost (binding, stepping,
+    /// resetting the VM) was most of a row's. Rows go in in order, so a later row for the same
+    /// key replaces an earlier one as it would one statement later.
+    static let recordUncheckedManySQL = "INSERT OR REPLACE INTO remote_revs (doc_id, remote_key, rev_id) VALUES "
+        + Array(repeating: "(?, ?, ?)", count: rowsPerStatement).joined(separator: ", ")
     /// `meta.purges`: how many document rows the file has seen deleted (absent: none; kept by
     /// the `docs_purged` trigger, schema 4).
     static let purgesSQL = "SELECT value FROM meta WHERE key = 'purges'"

@@ -32,6 +32,7 @@ final class WriteTransaction {
     private var updateStatement: Statement?
     private var acknowledgedStatement: Statement?
     private var recordAcknowledgedStatement: Statement?
+    private var recordAcknowledgedManyStatement: Statement?
     private var dropAcknowledgedStatement: Statement?
     /// Documents whose trees took rows of `remote_revs` in this transaction; storing such a
     /// tree deletes the rows (the tree holds them now).
@@ -116,9 +117,28 @@ final class WriteTransaction {
     func recordAcknowledged(_ revisions: [(documentID: String, revisionID: RevisionID)], remote: Int,
                             purgesBefore: Int64? = nil) throws(StoreError) {
         let unchecked = try purgesBefore.map { (n) throws(StoreError) in try purgeCount() == n } ?? false
+        var first = 0
+        if unchecked {
+            let rows = AcknowledgedRevisions.rowsPerStatement
+            if revisions.count >= rows {
+                let many = try cached(&recordAcknowledgedManyStatement, AcknowledgedRevisions.recordUncheckedManySQL)
+                while revisions.count - first >= rows {
+                    for k in 0..<rows {
+                        let p = Int32(3 * k)
+                        many.bind(p + 1, revisions[first + k].documentID)
+                        many.bind(p + 2, remote)
+                        many.bind(p + 3, revisions[first + k].revisionID)
+                    }
+                    try many.run()
+                    many.reset()
+                    first += rows
+                }
+            }
+        }
+        guard first < revisions.count else { return }
         let s = unchecked ? try conn.prepare(AcknowledgedRevisions.recordUncheckedSQL)
                           : try cached(&recordAcknowledgedStatement, AcknowledgedRevisions.recordSQL)
-        for (id, rev) in revisions {
+        for (id, rev) in revisions[first...] {
             s.bind(1, id)
             s.bind(2, remote)
             s.bind(3, rev)
