@@ -4,11 +4,11 @@ extension Array {
     /// rest is popped off its end and back into this array, in order. `Array(prefix(n))` then
     /// `removeFirst(n)` retains every reference the taken elements hold, then releases it.
     mutating func removeFirst(moving n: Int) -> [Element] {
+        let keep = Swift.max(0, n)
         var taken: [Element] = []
         swap(&taken, &self)
-        guard taken.count > n else { return taken }
+        guard taken.count > keep else { return taken }
         // Popped twice, so the order comes back: `reverse()` swaps by copying.
-        let keep = Swift.max(0, n)
         var tail: [Element] = []
         tail.reserveCapacity(taken.count - keep)
         while taken.count > keep { tail.append(taken.removeLast()) }
