@@ -117,22 +117,20 @@ final class WriteTransaction {
     func recordAcknowledged(_ revisions: [(documentID: String, revisionID: RevisionID)], remote: Int,
                             purgesBefore: Int64? = nil) throws(StoreError) {
         let unchecked = try purgesBefore.map { (n) throws(StoreError) in try purgeCount() == n } ?? false
+        let rows = AcknowledgedRevisions.rowsPerStatement
         var first = 0
-        if unchecked {
-            let rows = AcknowledgedRevisions.rowsPerStatement
-            if revisions.count >= rows {
-                let many = try cached(&recordAcknowledgedManyStatement, AcknowledgedRevisions.recordUncheckedManySQL)
-                while revisions.count - first >= rows {
-                    for k in 0..<rows {
-                        let p = Int32(3 * k)
-                        many.bind(p + 1, revisions[first + k].documentID)
-                        many.bind(p + 2, remote)
-                        many.bind(p + 3, revisions[first + k].revisionID)
-                    }
-                    try many.run()
-                    many.reset()
-                    first += rows
+        if unchecked && revisions.count >= rows {
+            let many = try cached(&recordAcknowledgedManyStatement, AcknowledgedRevisions.recordUncheckedManySQL)
+            while revisions.count - first >= rows {
+                for k in 0..<rows {
+                    let p = Int32(3 * k)
+                    many.bind(p + 1, revisions[first + k].documentID)
+                    many.bind(p + 2, remote)
+                    many.bind(p + 3, revisions[first + k].revisionID)
                 }
+                try many.run()
+                many.reset()
+                first += rows
             }
         }
         guard first < revisions.count else { return }
