@@ -116,6 +116,18 @@ import Testing
         #expect(try fixture.writer.scalarInt("SELECT count(*) FROM t") == 43)
     }
 
+    @Test func aBackgroundPassSyncsTheDatabaseFileItCopiedInto() throws {
+        // SQLite itself skips that sync whenever a commit lands during the pass, leaving the
+        // writer's next checkpoint to sync everything the pass copied.
+        let fixture = try Fixture()
+        defer { fixture.close() }
+        #expect(fixture.checkpointer.databaseSyncs == 0)
+        try fixture.commitBulk()
+        fixture.checkpointer.waitUntilIdle()
+        #expect(fixture.checkpointer.databaseSyncs == 1)
+        #expect(try fixture.writer.scalarInt("SELECT count(*) FROM t") == 40)
+    }
+
     @Test func aReaderHoldingAnOldSnapshotLeavesTheRestToLaterPasses() throws {
         let fixture = try Fixture()
         defer { fixture.close() }
