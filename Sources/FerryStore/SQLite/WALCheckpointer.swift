@@ -22,8 +22,9 @@ import Synchronization
 /// machine or behind a long read — the committing writer runs a FULL checkpoint itself (after
 /// the background one in progress, if any), so the WAL stays bounded: the writer is slowed
 /// rather than the file left to grow. Each background pass syncs the database file after
-/// copying, so the writer's own small pass has only its own pages to sync. Durability is unchanged: a checkpoint only copies
-/// committed pages, with the same `synchronous` setting as the writer.
+/// copying, so the writer's own small pass has only its own pages to sync. Durability is
+/// unchanged: a checkpoint only copies committed pages, with the same `synchronous` setting as
+/// the writer.
 ///
 /// Safety of `@unchecked Sendable`: `connection` is used only on `queue`; everything else is
 /// immutable or behind `state`.
@@ -128,7 +129,7 @@ final class WALCheckpointer: @unchecked Sendable {
         // SQLite syncs the database file only after a pass that reached the WAL's end as it is
         // when the pass ends; while commits stream in, that is never, so every page a pass
         // copied stayed dirty for the writer's own remainder pass to sync: tens of MiB of
-        // scattered pages, 90–240 ms of fdatasync on the writer's thread at every WAL restart
+        // scattered pages, 90–290 ms of fdatasync on the writer's thread at every WAL restart
         // of a bulk load. Synced here, the writer syncs only the few pages it copies itself.
         if copied > 0, Self.syncDatabaseFile(of: c) { state.withLock { $0.databaseSyncs += 1 } }
         afterPass?()
