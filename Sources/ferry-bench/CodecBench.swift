@@ -26,10 +26,15 @@ struct CodecBench: ParsableCommand {
             let a = BLIPSession(), b = BLIPSession()
             var send = Duration.zero, receive = Duration.zero, reply = Duration.zero
             // In chunks, so the frames in hand stay in the cache as they would on a connection.
-            // Framed as a connection frames (`BLIPConnection.flush`): into a head buffer kept
+            // Framed as a connection frames (`BLIPConnection.pump`): into a head buffer kept
             // between frames, the parts then copied once — here into one flat buffer, as a
             // connection copies them into its socket's write queue.
             var head: [UInt8] = [], flat: [UInt8] = [], frames: [Range<Int>] = [], numbers: [UInt64] = []
+            func append(_ h: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer, _ c: UnsafeRawBufferPointer) {
+                let start = flat.count
+                flat.append(contentsOf: h); flat.append(contentsOf: b); flat.append(contentsOf: c)
+                frames.append(start..<flat.count)
+            }
             frames.reserveCapacity(1000); numbers.reserveCapacity(1000)
             flat.reserveCapacity(1000 * (body.count + 128))
             for chunk in stride(from: 0, to: count, by: 1000) {
@@ -41,11 +46,7 @@ struct CodecBench: ParsableCommand {
                     // A first revision's `rev`: no history.
                     let pairs: [(key: String, value: String)] = [("id", r.id), ("rev", r.rev), ("sequence", r.sequence)]
                     _ = a.send(request: .request(profile: "rev", properties: BLIPProperties(pairs: pairs), body: body))
-                    while try a.nextFrame(into: &head, emit: { h, b, c in
-                        let start = flat.count
-                        flat.append(contentsOf: h); flat.append(contentsOf: b); flat.append(contentsOf: c)
-                        frames.append(start..<flat.count)
-                    }) {}
+                    while try a.nextFrame(into: &head, emit: append) {}
                 }
                 send += ContinuousClock.now - t
                 t = ContinuousClock.now
@@ -67,12 +68,10 @@ struct CodecBench: ParsableCommand {
                 var replies = 0
                 for n in numbers {
                     try b.send(response: .response(), to: n)
-                    flat.removeAll(keepingCapacity: true)
-                    while try b.nextFrame(into: &head, emit: { h, b, c in
-                        flat.append(contentsOf: h); flat.append(contentsOf: b); flat.append(contentsOf: c)
-                    }) {
+                    while true {
+                        flat.removeAll(keepingCapacity: true); frames.removeAll(keepingCapacity: true)
+                        guard try b.nextFrame(into: &head, emit: append) else { break }
                         if try flat.withUnsafeBytes({ try a.receive(frame: $0) }) != nil { replies += 1 }
-                        flat.removeAll(keepingCapacity: true)
                     }
                 }
                 reply += ContinuousClock.now - t
