@@ -73,7 +73,8 @@ struct SyncBench: AsyncParsableCommand {
 
     func path(_ name: String) -> String {
         let p = (dir as NSString).appendingPathComponent("ferry-bench-sync-\(name)-\(getpid()).db")
-        for suffix in ["", "-wal", "-shm"] { unlink(p + suffix) }
+        // With the files a `ferry serve` of it leaves beside the database (DaemonEndpoint).
+        for suffix in ["", "-wal", "-shm", ".daemon.lock", ".daemon.json", ".replicator.json"] { unlink(p + suffix) }
         return p
     }
 
@@ -107,12 +108,16 @@ struct SyncBench: AsyncParsableCommand {
         ceilingDB.close()
         var t = Self.now()
 
-        // The source database (local saves, not timed).
+        // The source database (local saves, not timed). Closed and reopened so that its WAL is
+        // checkpointed into the file now: left to the background checkpointer, copying the
+        // preparation's WAL ran on into the timed push, on the pushing process's CPU.
         let sourcePath = path("source")
-        let source = try Database.open(at: sourcePath)
-        try source.inBatch { (b) throws(StoreError) in
+        let preparing = try Database.open(at: sourcePath)
+        try preparing.inBatch { (b) throws(StoreError) in
             for i in 0..<count { try b.save(Document(id: String(format: "doc-%06d", i), properties: props(i))) }
         }
+        preparing.close()
+        let source = try Database.open(at: sourcePath)
 
         // Peak RSS from here on is the replication's, not the documents prepared above.
         let fd = open("/proc/self/clear_refs", O_WRONLY)
@@ -121,7 +126,8 @@ struct SyncBench: AsyncParsableCommand {
 
         // The passive peer: a `ferry serve` child process.
         let (child, url) = try startServe(path("served"))
-        defer { child.terminate(); child.waitUntilExit() }
+        // Its files go once it has stopped: it writes its replications file on the way out.
+        defer { child.terminate(); child.waitUntilExit(); _ = path("served") }
 
         var push = ReplicatorConfiguration(database: source, target: url)
         push.type = .push
@@ -222,7 +228,7 @@ struct SyncBench: AsyncParsableCommand {
         let p50 = samples.isEmpty ? 0 : samples[samples.count / 2]
         let p99 = samples.isEmpty ? 0 : samples[min(samples.count - 1, samples.count * 99 / 100)]
 
-        for name in ["ceiling", "source", "served", "served-simple", "pulled", "lat-a", "lat-b"] { _ = path(name) }
+        for name in ["ceiling", "source", "served-simple", "pulled", "lat-a", "lat-b"] { _ = path(name) }
         let simpleLine = simple.map { s in
             "push, simple client (window \(simpleWindow)) \(Int(s.rate)) docs/s, serve CPU \(Int(s.serveCPU * 1e6 / Double(count))) µs/doc "
                 + "(\(String(format: "%.2f", s.serveCPU / max(pushCPU.1, 1e-9)))× Ferry's client), stored \(s.stored)\n"
