@@ -130,7 +130,7 @@ let package = Package(
         .testTarget(name: "FerryDNSTests", dependencies: ["FerryDNS", "FerryTestSupport"]),
         .testTarget(name: "FerryDiscoveryTests", dependencies: ["FerryDiscovery", "FerryDNS", "FerryNet", "FerryTestSupport"]),
         .testTarget(name: "FerryServerTests", dependencies: ["FerryServer", "FerryStore", "FerrySync", "FerryBLIP", "FerryWebSocket", "FerryTestSupport", "ferry"]),
-        .testTarget(name: "FerrySyncTests", dependencies: ["FerrySync", "FerryStore", "FerryBLIP", "FerryWebSocket", "FerryTestSupport", "ferry"]),
+        .testTarget(name: "FerrySyncTests", dependencies: ["FerrySync", "FerryStore", "FerryBLIP", "FerryWebSocket", "FerryTestSupport", "ferry", "ferry-bench"]),
         .testTarget(name: "FerryBLIPTests", dependencies: ["FerryBLIP", "FerryWebSocket", "FerryNet", "FerryTestSupport"],
                     exclude: ["Interop"]),
         .testTarget(name: "FerryWebSocketTests",
