@@ -1,4 +1,4 @@
-import FerryStore
+@testable import FerryStore
 import FerryTestSupport
 import Testing
 
@@ -21,6 +21,30 @@ import Testing
         let external = try b.save(Document(id: "ext", properties: [:]))
         #expect(try await eventually(30) { a.lastSequence >= external.sequence })
         #expect(try a.document("ext") != nil)
+    }
+
+    /// While this process commits, the WAL is not watched (each own transaction catches up
+    /// with other writers' commits as it begins); the watch comes back once the commits stop, and
+    /// sees a commit by the other writer made after that.
+    @Test func theWatchIsRemovedWhileThisProcessCommitsAndComesBack() async throws {
+        let (a, b, dir) = try Self.twoWriters()
+        defer { a.close(); b.close(); withExtendedLifetime(dir) {} }
+        let watcher = try #require(a.watcher)
+        #expect(watcher.isWatching)
+        // A burst of commits, until the watcher (on its own thread) has taken them for this
+        // process's: a fixed count would race it.
+        var unwatched = false
+        let deadline = ContinuousClock.now + .seconds(30)
+        var i = 0
+        while !unwatched && ContinuousClock.now < deadline {
+            i += 1
+            try a.save(Document(id: "own\(i)", properties: [:]))
+            unwatched = !watcher.isWatching
+        }
+        #expect(unwatched)
+        #expect(try await eventually(30) { watcher.isWatching })
+        let external = try b.save(Document(id: "ext", properties: [:]))
+        #expect(try await eventually(30) { a.lastSequence >= external.sequence })
     }
 
     static func twoWriters() throws -> (Database, Database, TempDir) {

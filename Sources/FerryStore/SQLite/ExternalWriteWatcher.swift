@@ -1,5 +1,6 @@
 import Dispatch
 import FoundationEssentials
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -9,15 +10,20 @@ import Glibc
 /// the sequence counter, so live change feeds — continuous replications — see those changes
 /// without polling. Linux only; elsewhere it does nothing.
 ///
-/// inotify also fires for this process's own writes — thousands of times a second while a
-/// replication stores documents — so events are coalesced into one chain of checks, and a check
-/// never waits for the writer: a busy writer is this process's own transaction. While this
-/// process commits, the watcher looks ten times less often: each of its own transactions
-/// re-reads the sequence counter when it begins (so it catches up with every commit made before
-/// it), and a commit made after its last one writes the WAL again, which wakes the watcher.
+/// inotify also fires for this process's own writes, so events are coalesced into one chain of
+/// checks, and a check never waits for the writer: a busy writer is this process's own
+/// transaction. While this process commits, the watcher does not watch at all: each of its own
+/// transactions re-reads the sequence counter when it begins (so it catches up with every commit
+/// made before it), so the watch is removed at the first event that comes with an own commit
+/// and added back once the writer has committed nothing for `ownWritesPause`, followed at once
+/// by the chain of checks (which sees a commit made while nothing watched). A watch costs every
+/// `pwrite` to the WAL an event queued in the kernel: ~0.4 µs per document a push stores, ~1.3
+/// when a client pushes one document per round (docs/performance.md).
 final class ExternalWriteWatcher: Sendable {
     // Safe: set once in init and afterwards only cancelled, which Dispatch allows from any thread.
     nonisolated(unsafe) private let source: DispatchSourceRead?
+    /// The inotify watch on the WAL, removed while this process commits.
+    private let watchState: WALWatch?
 
     /// After the last WAL event, checks run at these delays (ms): the last write to the WAL
     /// (the commit frame) comes just before the other process publishes the commit in the
@@ -26,10 +32,9 @@ final class ExternalWriteWatcher: Sendable {
     static let followUps = [0, 5, 25, 100, 400]
     /// How long the watcher stops reading events after each wake-up.
     static let pause = DispatchTimeInterval.milliseconds(2)
-    /// The pause, and the delay of the first check, when this process committed since the last
-    /// wake-up (so the events were most likely its own). A profile of 64 connections of
-    /// `_bulk_docs` put ~5 % of `ferry serve` in this watcher and Dispatch's timers for it at
-    /// the 2 ms pause.
+    /// How long the writer must commit nothing before the watch is added back, and how often
+    /// that is looked at meanwhile. (A profile of 64 connections of `_bulk_docs` put ~5 % of
+    /// `ferry serve` in this watcher and Dispatch's timers for it when it woke every 2 ms.)
     static let ownWritesPause = DispatchTimeInterval.milliseconds(20)
     /// How soon a check that found the writer busy runs again.
     static let busyRetry = DispatchTimeInterval.milliseconds(5)
@@ -37,31 +42,42 @@ final class ExternalWriteWatcher: Sendable {
     init(path: String, writer: Writer) {
         #if os(Linux)
         let fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
-        guard fd >= 0, inotify_add_watch(fd, path + "-wal", UInt32(IN_MODIFY)) >= 0 else {
+        let watch = fd >= 0 ? WALWatch(fd: fd, path: path + "-wal") : nil
+        guard let watch, watch.add() else {
             if fd >= 0 { Glibc.close(fd) }
             source = nil
+            watchState = nil
             return
         }
+        watchState = watch
         let queue = DispatchQueue(label: "ferry.store.watch")
         let chain = CheckChain(queue: queue, writer: writer)
         let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
-        // One buffer for every drain (the handler runs thousands of times a second while this
-        // process writes); only the handler, serial on `queue`, touches it.
+        // One buffer for every drain (the handler runs often while another process writes);
+        // only the handler, serial on `queue`, touches it.
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
         let pausable = Pausable(source)
         source.setEventHandler {
             // Drain the events; what changed is read from the database itself.
             while read(fd, buffer.baseAddress, buffer.count) > 0 {}
-            let ownWrites = chain.noteOwnCommits()
-            chain.restart(ownWrites: ownWrites)
+            // Unwatched: what is left is the removal's own event (or writes from before it).
+            guard watch.isWatching else { return }
+            if chain.noteOwnCommits() {
+                // This process is writing: its transactions catch up by themselves; watch again
+                // once they stop.
+                watch.remove()
+                Self.rewatchWhenIdle(watch, chain: chain, queue: queue)
+                return
+            }
+            chain.restart()
             // Then stop listening for a moment: inotify folds the writes of that moment into
             // one queued event, so a burst costs one wake-up per pause instead of one per
-            // write (a profile of a push put 6% of the receiving process in this queue). The
-            // resume always runs, so the source is never released suspended.
+            // write. The resume always runs, so the source is never released suspended.
             pausable.source.suspend()
-            queue.asyncAfter(deadline: .now() + (ownWrites ? Self.ownWritesPause : Self.pause)) { pausable.source.resume() }
+            queue.asyncAfter(deadline: .now() + Self.pause) { pausable.source.resume() }
         }
         source.setCancelHandler {
+            watch.cancel()
             Glibc.close(fd)
             buffer.deallocate()
         }
@@ -69,7 +85,78 @@ final class ExternalWriteWatcher: Sendable {
         self.source = source
         #else
         source = nil
+        watchState = nil
         #endif
+    }
+
+    #if os(Linux)
+    /// Adds the watch back once the writer has committed nothing for `ownWritesPause`, then
+    /// starts the checks, which find a commit made by another process while nothing watched.
+    private static func rewatchWhenIdle(_ watch: WALWatch, chain: CheckChain, queue: DispatchQueue,
+                                        after delay: DispatchTimeInterval = ownWritesPause) {
+        queue.asyncAfter(deadline: .now() + delay) {
+            guard !watch.isCancelled else { return }
+            if chain.noteOwnCommits() { return rewatchWhenIdle(watch, chain: chain, queue: queue) }
+            // The WAL cannot be watched now (removed, out of watches): try again less often.
+            guard watch.add() else {
+                return rewatchWhenIdle(watch, chain: chain, queue: queue, after: .milliseconds(followUps[followUps.count - 1]))
+            }
+            chain.restart()
+        }
+    }
+    #endif
+
+    /// Whether the WAL is watched now (tests: not while this process commits).
+    var isWatching: Bool { watchState?.isWatching ?? false }
+
+    /// An inotify watch for writes to one file, which can be removed and added again.
+    private final class WALWatch: Sendable {
+        let fd: Int32
+        let path: String
+        private struct State {
+            /// The watch descriptor while watching.
+            var descriptor: Int32?
+            var cancelled = false
+        }
+        private let state = Mutex(State())
+
+        init(fd: Int32, path: String) {
+            self.fd = fd
+            self.path = path
+        }
+
+        var isWatching: Bool { state.withLock { $0.descriptor != nil } }
+        var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+        /// Watches the file (again); false if it cannot be watched now.
+        func add() -> Bool {
+            state.withLock { s in
+                guard !s.cancelled else { return false }
+                #if os(Linux)
+                if s.descriptor == nil {
+                    let wd = inotify_add_watch(fd, path, UInt32(IN_MODIFY))
+                    if wd >= 0 { s.descriptor = wd }
+                }
+                #endif
+                return s.descriptor != nil
+            }
+        }
+
+        /// Stops watching until `add()`.
+        func remove() {
+            state.withLock { s in
+                #if os(Linux)
+                if let wd = s.descriptor { _ = inotify_rm_watch(fd, wd) }
+                #endif
+                s.descriptor = nil
+            }
+        }
+
+        /// Ends the watch for good (its descriptor is closed next).
+        func cancel() {
+            remove()
+            state.withLock { $0.cancelled = true }
+        }
     }
 
     func stop() { source?.cancel() }
@@ -113,16 +200,13 @@ final class ExternalWriteWatcher: Sendable {
             return commits != commitsSeen
         }
 
-        /// Starts the follow-up checks over: the first now, or after `ownWritesPause` when the
-        /// event came with this process's own commits.
-        func restart(ownWrites: Bool) {
+        /// Starts the follow-up checks over, the first now.
+        func restart() {
             step = 0
-            // A timer due within `window` serves the new event too; a later one (the chain
+            // A timer due within `busyRetry` serves the new event too; a later one (the chain
             // waiting out its long follow-ups) is replaced.
-            let (first, window) = ownWrites ? (ExternalWriteWatcher.ownWritesPause, ExternalWriteWatcher.ownWritesPause)
-                                            : (DispatchTimeInterval.milliseconds(0), ExternalWriteWatcher.busyRetry)
-            if let due, due <= .now() + window { return }
-            schedule(after: first)
+            if let due, due <= .now() + ExternalWriteWatcher.busyRetry { return }
+            schedule(after: .milliseconds(0))
         }
 
         private func schedule(after delay: DispatchTimeInterval) {
