@@ -67,6 +67,19 @@ struct SyncBench: AsyncParsableCommand {
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
+    /// Waits, at most 10 s, until process `pid` has used under 2 ms of CPU in 100 ms: the
+    /// background work a phase leaves (a served database's WAL checkpoints) is over before the
+    /// next timed phase starts.
+    static func quiesce(pid: Int32) {
+        var last = cpu(pid: pid)
+        for _ in 0..<100 {
+            usleep(100_000)
+            let now = cpu(pid: pid)
+            if now - last < 0.002 { return }
+            last = now
+        }
+    }
+
     /// Writes every dirty page to disk before a timed phase, so that no phase pays the kernel's
     /// writeback of the files an earlier one (or the untimed preparation) left behind.
     static func settle() { Glibc.sync() }
@@ -88,25 +101,16 @@ struct SyncBench: AsyncParsableCommand {
              "price": .double(Double(i) * 0.25 + 0.1), "text": .string(String(repeating: "lorem ipsum ", count: 75))]
         }
 
-        // Ceiling: the store's batched replicated insert.
-        let ceilingPath = path("ceiling")
-        let ceilingDB = try Database.open(at: ceilingPath)
-        var ceiling = 0.0, ceilingCPU = 0.0
-        if !replicationOnly {
-            let revisions = (0..<count).map { i in
-                ReplicatedRevision(documentID: String(format: "doc-%06d", i), history: ["1-" + String(format: "%040x", i)],
-                                   body: CanonicalJSON.encode(.object(props(i))))
-            }
-            Self.settle()
-            let t = Self.now(), cpu = Self.cpuSelf()
-            for start in stride(from: 0, to: count, by: 200) {
-                _ = try ceilingDB.insert(Array(revisions[start..<min(start + 200, count)]))
-            }
-            ceiling = Double(count) / (Self.now() - t)
-            ceilingCPU = Self.cpuSelf() - cpu
+        // Ceilings: the store's batched replicated insert, before the push, between push and
+        // pull, and after the pull. Each phase is compared with the two around it: this
+        // machine's speed drifts by a third within a minute (docs/performance.md), and a
+        // ceiling taken once at the start made the ratios of one run depend on that drift.
+        var ceilings: [(rate: Double, cpu: Double)] = []
+        func measureCeiling() throws {
+            if !replicationOnly { ceilings.append(try ceilingInsert(count: count, props: props)) }
         }
-        ceilingDB.close()
-        var t = Self.now()
+        try measureCeiling()
+        var t: Double
 
         // The source database (local saves, not timed). Closed and reopened so that its WAL is
         // checkpointed into the file now: left to the background checkpointer, copying the
@@ -138,17 +142,10 @@ struct SyncBench: AsyncParsableCommand {
         try await Replicator(configuration: push).run()
         let pushRate = Double(count) / (Self.now() - t)
         let pushCPU = (Self.cpuSelf() - cpu.0, Self.cpu(pid: child.processIdentifier) - cpu.1)
+        // Not while the served database still copies the push's WAL.
+        Self.quiesce(pid: child.processIdentifier)
+        try measureCeiling()
 
-        // The same documents pushed by a client without Ferry's habits, to a fresh server.
-        var simple: (rate: Double, serveCPU: Double, stored: Int)?
-        if simpleWindow > 0 {
-            let (other, otherURL) = try startServe(path("served-simple"))
-            defer { other.terminate(); other.waitUntilExit() }
-            let t = Self.now()
-            let before = Self.cpu(pid: other.processIdentifier)
-            let stored = try await SimplePusher.push(source, to: otherURL, window: simpleWindow)
-            simple = (Double(count) / (Self.now() - t), Self.cpu(pid: other.processIdentifier) - before, stored)
-        }
 
         let pulledPath = path("pulled")
         let pulled = try Database.open(at: pulledPath)
@@ -185,7 +182,20 @@ struct SyncBench: AsyncParsableCommand {
         let pulledCount = try pulled.documentCount()
         let childRSS = Self.vmHWM(String(child.processIdentifier))
         let selfRSS = Self.vmHWM()
+        // Closing checkpoints the pull's WAL, so the ceiling after the pull runs alone.
         pulled.close()
+        try measureCeiling()
+
+        // The same documents pushed by a client without Ferry's habits, to a fresh server.
+        var simple: (rate: Double, serveCPU: Double, stored: Int)?
+        if simpleWindow > 0 {
+            let (other, otherURL) = try startServe(path("served-simple"))
+            defer { other.terminate(); other.waitUntilExit() }
+            let t = Self.now()
+            let before = Self.cpu(pid: other.processIdentifier)
+            let stored = try await SimplePusher.push(source, to: otherURL, window: simpleWindow)
+            simple = (Double(count) / (Self.now() - t), Self.cpu(pid: other.processIdentifier) - before, stored)
+        }
         source.close()
 
         // Latency: two in-process peers, continuous push and pull.
@@ -228,6 +238,12 @@ struct SyncBench: AsyncParsableCommand {
         let p50 = samples.isEmpty ? 0 : samples[samples.count / 2]
         let p99 = samples.isEmpty ? 0 : samples[min(samples.count - 1, samples.count * 99 / 100)]
 
+        // The mean rate of the ceilings measured just before and just after phase `i`.
+        func around(_ i: Int) -> Double {
+            ceilings.count > i + 1 ? (ceilings[i].rate + ceilings[i + 1].rate) / 2 : 0
+        }
+        let ceiling = ceilings.isEmpty ? 0 : ceilings.map(\.rate).reduce(0, +) / Double(ceilings.count)
+        let ceilingCPU = ceilings.isEmpty ? 0 : ceilings.map(\.cpu).reduce(0, +) / Double(ceilings.count)
         for name in ["ceiling", "source", "served-simple", "pulled", "lat-a", "lat-b"] { _ = path(name) }
         let simpleLine = simple.map { s in
             "push, simple client (window \(simpleWindow)) \(Int(s.rate)) docs/s, serve CPU \(Int(s.serveCPU * 1e6 / Double(count))) µs/doc "
@@ -236,14 +252,36 @@ struct SyncBench: AsyncParsableCommand {
         print("""
 
         workload (\(count) × ~1 KiB docs)              rate
-        store ceiling (replicated insert, 200/txn)  \(Int(ceiling)) docs/s
-        push  (this process → ferry serve)          \(Int(pushRate)) docs/s  (\(String(format: "%.2f", pushRate / ceiling))× ceiling)
-        pull  (ferry serve → this process)          \(Int(pullRate)) docs/s  (\(String(format: "%.2f", pullRate / ceiling))× ceiling)
+        store ceiling (replicated insert, 200/txn)  \(Int(ceiling)) docs/s  (\(ceilings.map { String(Int($0.rate)) }.joined(separator: ", ") ): before the push, between push and pull, after the pull)
+        push  (this process → ferry serve)          \(Int(pushRate)) docs/s  (\(String(format: "%.2f", pushRate / around(0)))× the ceilings around it)
+        pull  (ferry serve → this process)          \(Int(pullRate)) docs/s  (\(String(format: "%.2f", pullRate / around(1)))× the ceilings around it)
         \(catchUpLine)\(simpleLine)CPU per document (µs): ceiling \(Int(ceilingCPU * 1e6 / Double(count))); push this \(Int(pushCPU.0 * 1e6 / Double(count))), serve \(Int(pushCPU.1 * 1e6 / Double(count))); pull this \(Int(pullCPU.0 * 1e6 / Double(count))), serve \(Int(pullCPU.1 * 1e6 / Double(count)))
         pulled documents                            \(pulledCount)
         propagation latency, continuous (\(latencySamples) docs, \(writers) writer\(writers > 1 ? "s" : ""))  p50 \(String(format: "%.2f", p50)) ms, p99 \(String(format: "%.2f", p99)) ms
         peak RSS: this process \(String(format: "%.0f", selfRSS)) MiB, ferry serve \(String(format: "%.0f", childRSS)) MiB
         """)
+    }
+
+    /// The store's batched replicated insert of `count` documents (200 per transaction, as a
+    /// puller stores them) into a fresh database: documents per second and this process's CPU
+    /// seconds. Only the inserts are timed; each batch's revisions are made just before it, so
+    /// that the ceilings measured between the phases add no documents to this process's peak RSS.
+    func ceilingInsert(count: Int, props: (Int) -> [String: JSONValue]) throws -> (rate: Double, cpu: Double) {
+        let db = try Database.open(at: path("ceiling"))
+        defer { db.close(); _ = path("ceiling") }
+        Self.settle()
+        var seconds = 0.0, cpu = 0.0
+        for start in stride(from: 0, to: count, by: 200) {
+            let batch = (start..<min(start + 200, count)).map { i in
+                ReplicatedRevision(documentID: String(format: "doc-%06d", i), history: ["1-" + String(format: "%040x", i)],
+                                   body: CanonicalJSON.encode(.object(props(i))))
+            }
+            let t = Self.now(), c = Self.cpuSelf()
+            _ = try db.insert(batch)
+            seconds += Self.now() - t
+            cpu += Self.cpuSelf() - c
+        }
+        return (Double(count) / seconds, cpu)
     }
 
     /// Starts `ferry serve` (the binary beside this one) on `path`, port 0; returns it and its URL.
