@@ -7,9 +7,11 @@ import Synchronization
 /// per request (the access log); one `write(2)` per line cost ~15 % of its GET rate, so lines
 /// are gathered in memory and written by a thread of its own every 50 ms, or at once when
 /// the buffer passes 256 KiB (the writer then waits: memory stays bounded when the reader of
-/// standard error is slow). A line at `notice` or above is written before `log` returns, with
-/// everything before it, so what explains a failure is never held back; the rest is written
-/// at exit (`atexit`), and at most 50 ms of `info` lines are lost to a SIGKILL.
+/// standard error is slow). Otherwise logging never waits for a write, since lines are taken
+/// out of the buffer before they are written. A line at `notice` or above is written before
+/// `log` returns, with everything before it, so what explains a failure is never held back;
+/// the rest is written at exit (`atexit`), and at most 50 ms of `info` lines are lost to a
+/// SIGKILL.
 final class LogOutput: Sendable {
     /// Standard error, for the whole process.
     static let standardError: LogOutput = {
@@ -19,9 +21,14 @@ final class LogOutput: Sendable {
     }()
 
     private let fd: Int32
-    /// The lines not yet written. Held across the `write(2)` too, so that lines from two
-    /// flushes never interleave.
+    /// The lines not yet written. Held only to add lines or take them all, never across a
+    /// `write(2)`: the event loops log every request here, and a slow reader of standard error
+    /// (a full pipe) must not stop them.
     private let buffer = Mutex<[UInt8]>([])
+    /// Held across each `write(2)`, so that lines taken by two flushes are written in the order
+    /// they were taken and never interleave. Only flushes take it: a line's writer waits here
+    /// only when the buffer is full (`flushAt`) or the line is urgent.
+    private let writing = Mutex<[UInt8]>([])
     private static let flushAt = 256 * 1024
     private static let intervalMicroseconds: UInt32 = 50_000
 
@@ -48,10 +55,12 @@ final class LogOutput: Sendable {
 
     /// Writes what is buffered.
     func flush() {
-        buffer.withLock { buffer in
-            guard !buffer.isEmpty else { return }
-            _ = buffer.withUnsafeBytes { FileSystem.write($0, to: fd) }
-            buffer.removeAll(keepingCapacity: true)
+        writing.withLock { spare in
+            // The buffer is swapped with the (empty) spare, keeping both arrays' capacity.
+            buffer.withLock { swap(&$0, &spare) }
+            guard !spare.isEmpty else { return }
+            _ = spare.withUnsafeBytes { FileSystem.write($0, to: fd) }
+            spare.removeAll(keepingCapacity: true)
         }
     }
 }

@@ -83,6 +83,40 @@ struct ShutdownTests {
         #expect(await Self.terminate(again).status == 0)
     }
 
+    /// A reader of standard error that has stopped reading (its pipe full) does not stop the
+    /// daemon: requests go on being answered while their access-log lines wait in memory. 1,500
+    /// requests log ~160 KiB, more than a pipe holds (64 KiB) and less than the log's buffer
+    /// (256 KiB); when each write of the log held the buffer's lock, the event loop stopped at
+    /// its next access-log line once the pipe was full.
+    @Test func aStalledLogReaderDoesNotStopRequests() async throws {
+        let dir = TempDir()
+        let stalled = Pipe()
+        let (server, line) = try await Self.serve(["--db", dir.path("a.db"), "--port", "0", "--allow-anonymous"],
+                                                  stderr: stalled.fileHandleForWriting)
+        try stalled.fileHandleForWriting.close()
+        let ws = try #require(line.split(separator: " ").first { $0.hasPrefix("ws://") })
+        let port = try #require(ws.dropFirst("ws://".count).split(separator: "/").first?.split(separator: ":").last.map(String.init))
+
+        // One connection, kept alive, 1,500 GETs; the first that takes 30 s ends them all.
+        let curl = Process()
+        let out = Pipe()
+        curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        curl.arguments = ["-s", "--fail-early", "-o", "/dev/null", "-m", "30", "-w", "%{http_code}\n", "http://127.0.0.1:\(port)/?n=[1-1500]"]
+        curl.standardOutput = out
+        try curl.run()
+        let codes = await offPool { String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
+        curl.waitUntilExit()
+
+        // The log is read again, so the daemon can write its last lines and exit.
+        let reader = stalled.fileHandleForReading
+        let drained = Task { await offPool { _ = reader.readDataToEndOfFile() } }
+        let (status, _, _) = await Self.terminate(server)
+        await drained.value
+        let answered = codes.split(separator: "\n").filter { $0 == "200" }.count
+        #expect(answered == 1500, "\(answered) of 1,500 requests answered")
+        #expect(status == 0)
+    }
+
     /// `--config FILE` sets the serve options; a flag given on the command line wins; the JSON
     /// log format writes one object per line on stderr; an unknown key is refused.
     @Test func configFileAndJSONLogs() async throws {
