@@ -24,4 +24,14 @@ import Testing
         // Two sequences (two servers, or a restart) do not share a prefix.
         #expect(SequentialUUIDs().next().prefix(26) != ids[0].prefix(26))
     }
+
+    /// The counter's increments come from a generator seeded once, not from a system call per ID
+    /// (as CouchDB's `couch_rand`): the same seed steps the counter the same way, under
+    /// different random prefixes.
+    @Test func incrementsComeFromTheSeededGenerator() {
+        let a = SequentialUUIDs(incrementSeed: 7), b = SequentialUUIDs(incrementSeed: 7)
+        let x = (0..<100).map { _ in a.next() }, y = (0..<100).map { _ in b.next() }
+        #expect(x.map { $0.suffix(6) } == y.map { $0.suffix(6) })
+        #expect(x[0].prefix(26) != y[0].prefix(26))
+    }
 }
