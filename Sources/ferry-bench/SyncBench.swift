@@ -3,9 +3,12 @@
 //
 // Replication between two peers on loopback, in one run:
 //   ceiling  — the store's own batched replicated insert of the same documents (200 per
-//              transaction, what a puller does), no network;
+//              transaction, what a puller does), no network: before the push, between push
+//              and pull, and after the pull, each phase compared with the two around it;
 //   push     — this process pushes N documents to a `ferry serve` child process;
 //   pull     — a fresh database in this process pulls them back from that child;
+//   simple   — with --simple-window, the same documents pushed to a fresh `ferry serve` by a
+//              client without Ferry's habits (SimplePusher), its server CPU beside the push's;
 //   latency  — a continuous push-and-pull between two in-process peers: a document saved (by
 //              one of --latency-writers concurrent writers, each waiting for its last),
 //              time until it is in the other peer's change feed (p50, p99);
@@ -103,7 +106,7 @@ struct SyncBench: AsyncParsableCommand {
 
         // Ceilings: the store's batched replicated insert, before the push, between push and
         // pull, and after the pull. Each phase is compared with the two around it: this
-        // machine's speed drifts by a third within a minute (docs/performance.md), and a
+        // machine's speed drifts by up to half within one run (docs/performance.md), and a
         // ceiling taken once at the start made the ratios of one run depend on that drift.
         var ceilings: [(rate: Double, cpu: Double)] = []
         func measureCeiling() throws {
@@ -145,7 +148,6 @@ struct SyncBench: AsyncParsableCommand {
         // Not while the served database still copies the push's WAL.
         Self.quiesce(pid: child.processIdentifier)
         try measureCeiling()
-
 
         let pulledPath = path("pulled")
         let pulled = try Database.open(at: pulledPath)
