@@ -246,7 +246,7 @@ struct SyncBench: AsyncParsableCommand {
         }
         let ceiling = ceilings.isEmpty ? 0 : ceilings.map(\.rate).reduce(0, +) / Double(ceilings.count)
         let ceilingCPU = ceilings.isEmpty ? 0 : ceilings.map(\.cpu).reduce(0, +) / Double(ceilings.count)
-        for name in ["ceiling", "source", "served-simple", "pulled", "lat-a", "lat-b"] { _ = path(name) }
+        for name in ["source", "served-simple", "pulled", "lat-a", "lat-b"] { _ = path(name) }
         let simpleLine = simple.map { s in
             "push, simple client (window \(simpleWindow)) \(Int(s.rate)) docs/s, serve CPU \(Int(s.serveCPU * 1e6 / Double(count))) µs/doc "
                 + "(\(String(format: "%.2f", s.serveCPU / max(pushCPU.1, 1e-9)))× Ferry's client), stored \(s.stored)\n"

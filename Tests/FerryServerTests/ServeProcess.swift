@@ -28,13 +28,18 @@ final class ServeProcess: @unchecked Sendable {
         try p.run()
         process = p
         let line = await Self.firstLine(of: out)
-        guard let ws = line.split(separator: " ").first(where: { $0.hasPrefix("ws://") }),
-              let port = ws.dropFirst("ws://".count).split(separator: "/").first?.split(separator: ":").last else {
+        guard let port = Self.port(inFirstLine: line) else {
             p.terminate()
             throw CurlFailure(reason: "ferry serve did not start: \(line)")
         }
         baseURL = "http://127.0.0.1:\(port)"
         wsURL = "ws://127.0.0.1:\(port)"
+    }
+
+    /// The port in `ferry serve`'s first line (its `ws://HOST:PORT/…` URL), if it has one.
+    static func port(inFirstLine line: String) -> String? {
+        guard let ws = line.split(separator: " ").first(where: { $0.hasPrefix("ws://") }) else { return nil }
+        return ws.dropFirst("ws://".count).split(separator: "/").first?.split(separator: ":").last.map(String.init)
     }
 
     /// The first line a child writes to `pipe` (`ferry serve` writes it once it listens), read

@@ -94,8 +94,7 @@ struct ShutdownTests {
         let (server, line) = try await Self.serve(["--db", dir.path("a.db"), "--port", "0", "--allow-anonymous"],
                                                   stderr: stalled.fileHandleForWriting)
         try stalled.fileHandleForWriting.close()
-        let ws = try #require(line.split(separator: " ").first { $0.hasPrefix("ws://") })
-        let port = try #require(ws.dropFirst("ws://".count).split(separator: "/").first?.split(separator: ":").last.map(String.init))
+        let port = try #require(ServeProcess.port(inFirstLine: line))
 
         // One connection, kept alive, 1,500 GETs; the first that takes 30 s ends them all.
         let curl = Process()

@@ -144,18 +144,22 @@ final class ExternalWriteWatcher: Sendable {
 
         /// Stops watching until `add()`.
         func remove() {
-            state.withLock { s in
-                #if os(Linux)
-                if let wd = s.descriptor { _ = inotify_rm_watch(fd, wd) }
-                #endif
-                s.descriptor = nil
-            }
+            state.withLock { Self.remove(&$0, fd: fd) }
         }
 
         /// Ends the watch for good (its descriptor is closed next).
         func cancel() {
-            remove()
-            state.withLock { $0.cancelled = true }
+            state.withLock { s in
+                Self.remove(&s, fd: fd)
+                s.cancelled = true
+            }
+        }
+
+        private static func remove(_ s: inout State, fd: Int32) {
+            #if os(Linux)
+            if let wd = s.descriptor { _ = inotify_rm_watch(fd, wd) }
+            #endif
+            s.descriptor = nil
         }
     }
 
